@@ -15,7 +15,6 @@ nothing is downloaded when all requested outputs verify.
 """
 
 import argparse
-import contextlib
 import fcntl
 import hashlib
 import io

@@ -1,0 +1,102 @@
+//! Per-stage costs at realistic shapes, with the real models from the cache.
+//! Run: `cargo bench --bench stages`. Each group names the regression it guards.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use sarcasmd::audio::PIPELINE_RATE_HZ;
+use sarcasmd::config::Config;
+use sarcasmd::pipeline::Engine;
+use sarcasmd::prosody::{self, FrameExtractor, ProsodyConfig};
+use sarcasmd::segment::VAD_CHUNK;
+
+/// Voiced-like test signal: a gliding harmonic tone with some noise.
+fn signal(seconds: f32) -> Vec<f32> {
+    let n = (seconds * PIPELINE_RATE_HZ as f32) as usize;
+    let mut s = 1u32;
+    (0..n)
+        .map(|i| {
+            let t = i as f32 / PIPELINE_RATE_HZ as f32;
+            let f0 = 120.0 + 40.0 * (t * 1.3).sin();
+            let ph = 2.0 * std::f32::consts::PI * f0 * t;
+            s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+            0.3 * ph.sin()
+                + 0.1 * (2.0 * ph).sin()
+                + 0.05 * (3.0 * ph).sin()
+                + 0.01 * ((s >> 16) as f32 / 65536.0 - 0.5)
+        })
+        .collect()
+}
+
+fn benches(c: &mut Criterion) {
+    let cfg = Config::default();
+    let x = signal(10.0);
+
+    // Guards: prosody must stay far below 10 ms of CPU per 10 ms hop (it runs on all audio).
+    let pc = ProsodyConfig::default();
+    c.bench_function("prosody/frames_1s", |b| {
+        b.iter(|| {
+            let mut fx = FrameExtractor::new(&pc, PIPELINE_RATE_HZ).unwrap();
+            let mut out = Vec::new();
+            fx.push(black_box(&x[..16_000]), &mut out);
+            out.len()
+        })
+    });
+    let frames = prosody::extract_frames(&x[..16_000 * 5], PIPELINE_RATE_HZ, 0.0, &pc).unwrap();
+    // Guards: per-utterance functionals (jitter/shimmer period search) on a 5 s utterance.
+    c.bench_function("prosody/functionals_5s", |b| {
+        b.iter(|| {
+            prosody::utterance_functionals(black_box(&frames), &x[..16_000 * 5], PIPELINE_RATE_HZ)
+        })
+    });
+
+    let engine = match Engine::load(&cfg) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("SKIP model benches: {e}");
+            return;
+        }
+    };
+    // Guards: VAD per 32 ms chunk (~0.25 ms expected in tract).
+    let mut vad = engine.vad.stream().unwrap();
+    let mut i = 0;
+    c.bench_function("vad/chunk_32ms", |b| {
+        b.iter(|| {
+            let s = (i * VAD_CHUNK) % (x.len() - VAD_CHUNK);
+            i += 1;
+            vad.process(black_box(&x[s..s + VAD_CHUNK])).unwrap()
+        })
+    });
+    // Guards: text encoder on a typical sentence.
+    if let Some(t) = &engine.text {
+        c.bench_function("text/embed_sentence", |b| {
+            b.iter(|| {
+                t.embed(black_box(
+                    "Oh great, another meeting that could have been an email.",
+                ))
+                .unwrap()
+            })
+        });
+    }
+    // Guards: the heads' 5 ms budget.
+    if let Some(f) = &engine.fusion {
+        let feats = prosody::utterance_functionals(&frames, &x[..16_000 * 5], PIPELINE_RATE_HZ);
+        c.bench_function("heads/audio", |b| {
+            b.iter(|| f.audio.predict(black_box(&feats.values)).unwrap())
+        });
+        c.bench_function("heads/fusion", |b| {
+            b.iter(|| f.fuse(Some(0.7), Some(0.4)).unwrap())
+        });
+    }
+    // Guards: Whisper on a 5 s utterance (trimmed encoder), the dominant stage.
+    let mut asr = engine.asr.stream(&cfg.asr).unwrap();
+    let mut g = c.benchmark_group("asr");
+    g.sample_size(10);
+    g.bench_function("whisper_5s", |b| {
+        b.iter(|| asr.transcribe(black_box(&x[..16_000 * 5])).unwrap())
+    });
+    g.finish();
+}
+
+criterion_group!(stages, benches);
+criterion_main!(stages);

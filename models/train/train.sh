@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Retrain the heads in models/heads/ from ../shared/data with the daemon's own features.
+# Usage: models/train/train.sh [--data DIR]   (default: ../shared/data beside the repo)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+data="../shared/data"
+[ "${1:-}" = "--data" ] && data="$2"
+[ -d "$data" ] || { echo "error: $data not found (the training corpora live in ../shared/data)" >&2; exit 2; }
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/sarcasmd"
+venv="$cache/venv-train"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/pip" install -q --disable-pip-version-check -r models/train/requirements.txt
+cargo build --release --locked
+prosody_version=$(grep -o 'PROSODY_FEATURE_VERSION: &str = "[^"]*"' -r src/prosody | head -1 | sed 's/.*"\(.*\)"/\1/')
+"$venv/bin/python" models/train/train.py --data "$data" --bin target/release/sarcasmd \
+  --work "$cache/train" --out models/heads --prosody-version "$prosody_version"

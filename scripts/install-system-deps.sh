@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu/Raspberry Pi OS packages that building, fetching models and testing need.
+# Idempotent: packages already present are skipped by apt.
+set -euo pipefail
+pkgs=(
+  cmake libclang-dev clang libasound2-dev pkg-config   # whisper.cpp (cmake + bindgen), cpal (ALSA)
+  python3 python3-venv python3-pip                     # model fetch/convert and training scripts
+  espeak-ng sox                                        # real synthetic speech for tests
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "system packages: all present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "system packages: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

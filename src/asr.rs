@@ -1,0 +1,451 @@
+//! Speech recognition with whisper.cpp (whisper-rs).
+//!
+//! Inputs are checked before they reach native code: the model header is read and
+//! validated in Rust (a malformed file makes whisper.cpp abort the whole process), the
+//! audio is finite and padded to the 1 s whisper.cpp needs. whisper.cpp's own logging is
+//! routed into `log` so nothing native is printed on stdout.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Once;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use whisper_rs::{
+    FullParams, SamplingStrategy, WhisperContext, WhisperContextParameters, WhisperState,
+};
+
+use crate::audio::PIPELINE_RATE_HZ;
+use crate::config::FieldError;
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AsrConfig {
+    /// `tiny.en`, `tiny.en-q8_0`, `base`, `base-q8_0` (from the model cache).
+    pub model: String,
+    /// `en`, `de` or `auto` (detect per utterance; needs a multilingual model).
+    pub language: String,
+    /// whisper.cpp threads. On 2 cores 1 is faster while the rest of the pipeline runs
+    /// (ggml's workers busy-wait).
+    pub threads: u32,
+    /// Segments whose no-speech probability exceeds this are dropped as non-speech.
+    pub no_speech_threshold: f32,
+    /// Run the encoder only over the audio present (plus a margin) instead of the full
+    /// 30 s window: several times faster on short utterances.
+    pub trim_encoder: bool,
+}
+
+impl Default for AsrConfig {
+    fn default() -> Self {
+        Self {
+            model: "tiny.en-q8_0".into(),
+            language: "en".into(),
+            threads: 1,
+            no_speech_threshold: 0.6,
+            trim_encoder: true,
+        }
+    }
+}
+
+pub const KNOWN_MODELS: &[&str] = &["tiny.en", "tiny.en-q8_0", "base", "base-q8_0"];
+
+impl AsrConfig {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if !KNOWN_MODELS.contains(&self.model.as_str()) {
+            return Err(FieldError::new(
+                "asr.model",
+                format!("`{}` is not one of {}", self.model, KNOWN_MODELS.join(", ")),
+            ));
+        }
+        match self.language.as_str() {
+            "en" => {}
+            "de" | "auto" if self.model.contains(".en") => {
+                return Err(FieldError::new(
+                    "asr.language",
+                    format!(
+                        "`{}` needs a multilingual model; `{}` is English-only (use `base` or `base-q8_0`)",
+                        self.language, self.model
+                    ),
+                ))
+            }
+            "de" | "auto" => {}
+            other => {
+                return Err(FieldError::new(
+                    "asr.language",
+                    format!("`{other}` is not one of en, de, auto"),
+                ))
+            }
+        }
+        if !(1..=16).contains(&self.threads) {
+            return Err(FieldError::new("asr.threads", "must be within 1..=16"));
+        }
+        if !(0.0..=1.0).contains(&self.no_speech_threshold) {
+            return Err(FieldError::new(
+                "asr.no_speech_threshold",
+                "must be within 0..=1",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The model-store name of the configured Whisper model.
+    pub fn store_name(&self) -> String {
+        format!("whisper-{}", self.model)
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum AsrError {
+    #[error("{path}: not a whisper.cpp ggml model: {reason}. Run `scripts/fetch-models.sh` to rebuild it")]
+    BadModel { path: PathBuf, reason: String },
+    #[error("{path}: whisper.cpp could not load the model ({source:?})")]
+    Load {
+        path: PathBuf,
+        source: whisper_rs::WhisperError,
+    },
+    #[error("whisper.cpp failed to transcribe {seconds:.2} s of audio: {source:?}")]
+    Transcribe {
+        seconds: f64,
+        source: whisper_rs::WhisperError,
+    },
+    #[error("audio for ASR contains a non-finite sample at index {0}")]
+    NonFinite(usize),
+}
+
+/// The fields of a ggml Whisper header we check before loading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GgmlHeader {
+    pub n_vocab: i32,
+    pub n_audio_ctx: i32,
+    pub n_audio_state: i32,
+    pub n_audio_layer: i32,
+    pub n_text_layer: i32,
+    pub n_mels: i32,
+    pub ftype: i32,
+}
+
+pub fn read_ggml_header(path: &Path) -> Result<GgmlHeader, AsrError> {
+    let bad = |reason: String| AsrError::BadModel {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let mut f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let mut b = [0u8; 48];
+    f.read_exact(&mut b)
+        .map_err(|_| bad("shorter than a ggml header (48 bytes)".into()))?;
+    let w = |i: usize| i32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]);
+    if w(0) as u32 != 0x6767_6d6c {
+        return Err(bad(format!(
+            "magic is {:#010x}, expected 0x67676d6c",
+            w(0) as u32
+        )));
+    }
+    let h = GgmlHeader {
+        n_vocab: w(1),
+        n_audio_ctx: w(2),
+        n_audio_state: w(3),
+        n_audio_layer: w(5),
+        n_text_layer: w(9),
+        n_mels: w(10),
+        ftype: w(11),
+    };
+    let sane = (51_000..=52_000).contains(&h.n_vocab)
+        && h.n_audio_ctx == 1500
+        && [384, 512, 768, 1024, 1280].contains(&h.n_audio_state)
+        && (1..=64).contains(&h.n_audio_layer)
+        && (1..=64).contains(&h.n_text_layer)
+        && (h.n_mels == 80 || h.n_mels == 128);
+    if !sane {
+        return Err(bad(format!("implausible hyper-parameters {h:?}")));
+    }
+    Ok(h)
+}
+
+static LOG_HOOKS: Once = Once::new();
+
+/// A loaded Whisper model, shared by all streams.
+pub struct AsrModel {
+    ctx: WhisperContext,
+    pub multilingual: bool,
+    pub path: PathBuf,
+}
+
+impl AsrModel {
+    pub fn load(path: &Path) -> Result<Self, AsrError> {
+        LOG_HOOKS.call_once(whisper_rs::install_logging_hooks);
+        read_ggml_header(path)?;
+        let ctx = WhisperContext::new_with_params(path, WhisperContextParameters::default())
+            .map_err(|source| AsrError::Load {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(Self {
+            multilingual: ctx.is_multilingual(),
+            ctx,
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn stream(&self, cfg: &AsrConfig) -> Result<AsrStream, AsrError> {
+        let state = self.ctx.create_state().map_err(|source| AsrError::Load {
+            path: self.path.clone(),
+            source,
+        })?;
+        Ok(AsrStream {
+            state,
+            cfg: cfg.clone(),
+            multilingual: self.multilingual,
+            padded: Vec::new(),
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AsrSegment {
+    /// Seconds from the start of the audio handed in.
+    pub start_s: f64,
+    pub end_s: f64,
+    pub text: String,
+    pub no_speech_prob: f32,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Transcript {
+    pub text: String,
+    pub language: String,
+    pub segments: Vec<AsrSegment>,
+    /// What the hallucination guards did, e.g. `no_speech`, `repetition_collapsed`.
+    pub guards: Vec<&'static str>,
+}
+
+/// Per-stream decoder state.
+pub struct AsrStream {
+    state: WhisperState,
+    cfg: AsrConfig,
+    multilingual: bool,
+    padded: Vec<f32>,
+}
+
+/// whisper.cpp refuses input shorter than 1 s; pad with a little margin.
+const MIN_SAMPLES: usize = PIPELINE_RATE_HZ as usize * 105 / 100;
+
+impl AsrStream {
+    pub fn transcribe(&mut self, samples: &[f32]) -> Result<Transcript, AsrError> {
+        if let Some(i) = samples.iter().position(|s| !s.is_finite()) {
+            return Err(AsrError::NonFinite(i));
+        }
+        self.padded.clear();
+        self.padded.extend_from_slice(samples);
+        if self.padded.len() < MIN_SAMPLES {
+            self.padded.resize(MIN_SAMPLES, 0.0);
+        }
+        let seconds = self.padded.len() as f64 / PIPELINE_RATE_HZ as f64;
+
+        let mut p = FullParams::new(SamplingStrategy::Greedy { best_of: 1 });
+        p.set_n_threads(self.cfg.threads as i32);
+        p.set_translate(false);
+        let lang = if self.multilingual {
+            match self.cfg.language.as_str() {
+                "auto" => None,
+                l => Some(l),
+            }
+        } else {
+            Some("en")
+        };
+        p.set_language(lang);
+        // Each utterance is decoded on its own: text carried over from a previous
+        // utterance is a main source of repeated/hallucinated output.
+        p.set_no_context(true);
+        p.set_print_special(false);
+        p.set_print_progress(false);
+        p.set_print_realtime(false);
+        p.set_print_timestamps(false);
+        p.set_suppress_blank(true);
+        p.set_suppress_nst(true);
+        p.set_temperature(0.0);
+        // No temperature fallback: it multiplies decode time on exactly the hard
+        // utterances where latency matters; the repetition guard below covers loops.
+        p.set_temperature_inc(0.0);
+        p.set_no_speech_thold(self.cfg.no_speech_threshold);
+        if self.cfg.trim_encoder {
+            // 50 encoder positions per second of audio, plus a margin; whisper.cpp
+            // clamps to the model's 1500.
+            let ctx = ((seconds + 1.0) * 50.0).ceil() as i32;
+            p.set_audio_ctx(ctx.min(1500));
+        }
+        self.state
+            .full(p, &self.padded)
+            .map_err(|source| AsrError::Transcribe { seconds, source })?;
+
+        let language = if self.multilingual {
+            let id = self.state.full_lang_id_from_state();
+            whisper_rs::get_lang_str(id).unwrap_or("und").to_string()
+        } else {
+            "en".to_string()
+        };
+        let mut out = Transcript {
+            language,
+            ..Default::default()
+        };
+        for seg in self.state.as_iter() {
+            let text = seg
+                .to_str_lossy()
+                .map(|c| c.into_owned())
+                .unwrap_or_default();
+            out.segments.push(AsrSegment {
+                start_s: seg.start_timestamp() as f64 / 100.0,
+                end_s: seg.end_timestamp() as f64 / 100.0,
+                text,
+                no_speech_prob: seg.no_speech_probability(),
+            });
+        }
+        apply_guards(&mut out, self.cfg.no_speech_threshold);
+        Ok(out)
+    }
+}
+
+/// Hallucination guards on Whisper output (the VAD gate in front is the first one).
+pub fn apply_guards(t: &mut Transcript, no_speech_threshold: f32) {
+    let before = t.segments.len();
+    t.segments
+        .retain(|s| s.no_speech_prob <= no_speech_threshold);
+    if t.segments.len() < before {
+        t.guards.push("no_speech");
+    }
+    let joined: String = t
+        .segments
+        .iter()
+        .map(|s| s.text.trim())
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let cleaned = strip_annotations(&joined);
+    if cleaned != joined.trim() {
+        t.guards.push("annotation_removed");
+    }
+    let (collapsed, changed) = collapse_repeats(&cleaned);
+    if changed {
+        t.guards.push("repetition_collapsed");
+    }
+    t.text = collapsed;
+}
+
+/// Remove non-speech annotations Whisper emits on noise: `[Music]`, `(laughs)`, `*sigh*`.
+pub fn strip_annotations(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut depth: Option<char> = None;
+    for c in s.chars() {
+        match (depth, c) {
+            (None, '[') => depth = Some(']'),
+            (None, '(') => depth = Some(')'),
+            (None, '*') => depth = Some('*'),
+            (Some(close), c) if c == close => depth = None,
+            (Some(_), _) => {}
+            (None, c) => out.push(c),
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Collapse an n-gram (n = 1..=6 words) repeated more than twice in a row to one copy:
+/// Whisper's decoder loops produce exactly this.
+pub fn collapse_repeats(s: &str) -> (String, bool) {
+    let mut words: Vec<&str> = s.split_whitespace().collect();
+    let norm = |w: &str| {
+        w.trim_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase()
+    };
+    let mut changed = false;
+    for n in 1..=6usize {
+        let mut i = 0;
+        while i + 3 * n <= words.len() {
+            let same =
+                |a: usize, b: usize| (0..n).all(|k| norm(words[a + k]) == norm(words[b + k]));
+            let mut reps = 1;
+            while i + (reps + 1) * n <= words.len() && same(i, i + reps * n) {
+                reps += 1;
+            }
+            if reps >= 3 {
+                words.drain(i + n..i + reps * n);
+                changed = true;
+            }
+            i += 1;
+        }
+    }
+    (words.join(" "), changed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loops_are_collapsed_but_emphasis_kept() {
+        assert_eq!(collapse_repeats("no no no no no").0, "no");
+        assert_eq!(
+            collapse_repeats("I said, I said, I said, I said it").0,
+            "I said, it"
+        );
+        let (s, changed) = collapse_repeats("no, no. Fine.");
+        assert_eq!(s, "no, no. Fine.");
+        assert!(!changed);
+    }
+
+    #[test]
+    fn annotations_removed() {
+        assert_eq!(
+            strip_annotations("[Music] Oh great (laughs) *sigh*"),
+            "Oh great"
+        );
+    }
+
+    #[test]
+    fn guards_drop_no_speech_segments() {
+        let mut t = Transcript {
+            segments: vec![
+                AsrSegment {
+                    start_s: 0.0,
+                    end_s: 1.0,
+                    text: " Thank you.".into(),
+                    no_speech_prob: 0.9,
+                },
+                AsrSegment {
+                    start_s: 1.0,
+                    end_s: 2.0,
+                    text: " Oh, wonderful.".into(),
+                    no_speech_prob: 0.1,
+                },
+            ],
+            ..Default::default()
+        };
+        apply_guards(&mut t, 0.6);
+        assert_eq!(t.text, "Oh, wonderful.");
+        assert_eq!(t.guards, vec!["no_speech"]);
+    }
+
+    #[test]
+    fn header_check_rejects_garbage() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.bin");
+        std::fs::write(&p, vec![7u8; 100]).unwrap();
+        let e = read_ggml_header(&p).unwrap_err();
+        assert!(e.to_string().contains("magic"), "{e}");
+        std::fs::write(&p, b"short").unwrap();
+        assert!(read_ggml_header(&p).is_err());
+    }
+
+    #[test]
+    fn german_needs_multilingual_model() {
+        let c = AsrConfig {
+            language: "de".into(),
+            ..Default::default()
+        };
+        assert!(c.validate().unwrap_err().reason.contains("English-only"));
+        let c = AsrConfig {
+            language: "de".into(),
+            model: "base-q8_0".into(),
+            ..Default::default()
+        };
+        c.validate().unwrap();
+    }
+}

@@ -1,0 +1,263 @@
+//! WAV file source: any common rate, channel count and sample format.
+
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use hound::{SampleFormat, WavReader};
+
+use super::{
+    downmix_into, validate_rate, AudioError, AudioSource, StreamResampler, PIPELINE_RATE_HZ,
+};
+
+/// What the header says, checked against the file before any audio is decoded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WavInfo {
+    pub sample_rate_hz: u32,
+    pub channels: u16,
+    pub bits_per_sample: u16,
+    pub float: bool,
+    /// Frames (samples per channel).
+    pub frames: u64,
+}
+
+impl WavInfo {
+    pub fn duration_s(&self) -> f64 {
+        self.frames as f64 / self.sample_rate_hz as f64
+    }
+}
+
+/// Frames decoded per read; ~85 ms at 48 kHz keeps the ring fed without big bursts.
+const READ_FRAMES: usize = 4096;
+
+pub struct WavSource {
+    path: PathBuf,
+    info: WavInfo,
+    reader: WavReader<BufReader<File>>,
+    resampler: StreamResampler,
+    frames_read: u64,
+    interleaved: Vec<f32>,
+    mono: Vec<f32>,
+    finished: bool,
+}
+
+impl WavSource {
+    /// Open and validate: format, rate, channel count, emptiness and truncation are all
+    /// checked here, so a bad file fails before the pipeline starts.
+    pub fn open(path: &Path) -> Result<Self, AudioError> {
+        let p = path.to_path_buf();
+        let file = File::open(path).map_err(|source| AudioError::Open {
+            path: p.clone(),
+            source,
+        })?;
+        let file_len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if file_len == 0 {
+            return Err(AudioError::NotWav {
+                path: p,
+                reason: "the file is empty (0 bytes)".into(),
+            });
+        }
+        let data_chunk = find_data_chunk(path).map_err(|reason| AudioError::NotWav {
+            path: p.clone(),
+            reason,
+        })?;
+        let reader = WavReader::new(BufReader::new(file)).map_err(|e| classify_hound(&p, e))?;
+        let spec = reader.spec();
+        let float = spec.sample_format == SampleFormat::Float;
+        match (float, spec.bits_per_sample) {
+            (false, 16 | 24 | 32) | (true, 32) => {}
+            (f, b) => {
+                return Err(AudioError::Unsupported {
+                    path: p,
+                    reason: format!("{}-bit {}", b, if f { "float" } else { "integer" }),
+                })
+            }
+        }
+        if spec.channels == 0 {
+            return Err(AudioError::Unsupported {
+                path: p,
+                reason: "0 channels".into(),
+            });
+        }
+        validate_rate(spec.sample_rate).map_err(|reason| AudioError::Unsupported {
+            path: p.clone(),
+            reason,
+        })?;
+        let frames = reader.duration() as u64;
+        let info = WavInfo {
+            sample_rate_hz: spec.sample_rate,
+            channels: spec.channels,
+            bits_per_sample: spec.bits_per_sample,
+            float,
+            frames,
+        };
+        if frames == 0 {
+            return Err(AudioError::Empty { path: p });
+        }
+        if let Some((offset, declared)) = data_chunk {
+            let present = file_len.saturating_sub(offset);
+            if present < declared {
+                let bytes_per_frame = (spec.bits_per_sample as u64 / 8) * spec.channels as u64;
+                return Err(AudioError::Truncated {
+                    path: p,
+                    reason: format!(
+                        "header declares {declared} bytes of audio ({:.2} s) but only {present} bytes ({:.2} s) are present",
+                        info.duration_s(),
+                        (present / bytes_per_frame.max(1)) as f64 / spec.sample_rate as f64
+                    ),
+                });
+            }
+        }
+        let resampler =
+            StreamResampler::new(spec.sample_rate, PIPELINE_RATE_HZ).map_err(|source| {
+                AudioError::Resample {
+                    what: p.display().to_string(),
+                    source,
+                }
+            })?;
+        Ok(Self {
+            path: p,
+            info,
+            reader,
+            resampler,
+            frames_read: 0,
+            interleaved: Vec::with_capacity(READ_FRAMES * spec.channels as usize),
+            mono: Vec::with_capacity(READ_FRAMES),
+            finished: false,
+        })
+    }
+
+    pub fn info(&self) -> &WavInfo {
+        &self.info
+    }
+
+    fn read_err(&self, e: hound::Error) -> AudioError {
+        let seconds = self.frames_read as f64 / self.info.sample_rate_hz as f64;
+        match e {
+            hound::Error::IoError(ref io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+                AudioError::Truncated {
+                    path: self.path.clone(),
+                    reason: format!("audio ends early, after {seconds:.2} s"),
+                }
+            }
+            other => AudioError::Read {
+                what: self.path.display().to_string(),
+                seconds,
+                reason: other.to_string(),
+            },
+        }
+    }
+}
+
+impl AudioSource for WavSource {
+    fn describe(&self) -> String {
+        format!(
+            "{} ({} Hz, {} ch, {}-bit {}, {:.2} s)",
+            self.path.display(),
+            self.info.sample_rate_hz,
+            self.info.channels,
+            self.info.bits_per_sample,
+            if self.info.float { "float" } else { "int" },
+            self.info.duration_s()
+        )
+    }
+
+    fn read_chunk(&mut self, out: &mut Vec<f32>) -> Result<bool, AudioError> {
+        if self.finished {
+            return Ok(false);
+        }
+        let ch = self.info.channels as usize;
+        self.interleaved.clear();
+        let want = READ_FRAMES * ch;
+        let res: Result<(), hound::Error> = if self.info.float {
+            self.reader
+                .samples::<f32>()
+                .take(want)
+                .try_for_each(|s| s.map(|v| self.interleaved.push(v)))
+        } else {
+            let scale = 1.0 / (1u64 << (self.info.bits_per_sample - 1)) as f32;
+            self.reader
+                .samples::<i32>()
+                .take(want)
+                .try_for_each(|s| s.map(|v| self.interleaved.push(v as f32 * scale)))
+        };
+        if let Err(e) = res {
+            return Err(self.read_err(e));
+        }
+        // A trailing partial frame only happens in a corrupt file; drop it.
+        let whole = self.interleaved.len() / ch * ch;
+        self.interleaved.truncate(whole);
+        self.frames_read += (whole / ch) as u64;
+        self.mono.clear();
+        downmix_into(&self.interleaved, ch, &mut self.mono);
+        let map = |source| AudioError::Resample {
+            what: self.path.display().to_string(),
+            source,
+        };
+        self.resampler.process(&self.mono, out).map_err(map)?;
+        if whole < want {
+            self.resampler
+                .finish(out)
+                .map_err(|source| AudioError::Resample {
+                    what: self.path.display().to_string(),
+                    source,
+                })?;
+            self.finished = true;
+        }
+        Ok(true)
+    }
+}
+
+fn classify_hound(path: &Path, e: hound::Error) -> AudioError {
+    let p = path.to_path_buf();
+    match e {
+        hound::Error::FormatError(reason) => AudioError::NotWav {
+            path: p,
+            reason: reason.to_string(),
+        },
+        hound::Error::Unsupported => AudioError::Unsupported {
+            path: p,
+            reason: "a format hound cannot decode (compressed or unusual WAV)".into(),
+        },
+        hound::Error::IoError(io) if io.kind() == std::io::ErrorKind::UnexpectedEof => {
+            AudioError::NotWav {
+                path: p,
+                reason: "file ends inside the header".into(),
+            }
+        }
+        other => AudioError::NotWav {
+            path: p,
+            reason: other.to_string(),
+        },
+    }
+}
+
+/// Walk the RIFF chunks to find where the `data` chunk starts and how long its header
+/// says it is, so truncation is caught before decoding. `Ok(None)` when the layout is
+/// unusual but may still be readable; hound then has the final word.
+fn find_data_chunk(path: &Path) -> Result<Option<(u64, u64)>, String> {
+    let mut f = File::open(path).map_err(|e| e.to_string())?;
+    let mut head = [0u8; 12];
+    if f.read_exact(&mut head).is_err() {
+        return Err("shorter than a RIFF header (12 bytes)".into());
+    }
+    if &head[0..4] != b"RIFF" || &head[8..12] != b"WAVE" {
+        return Err("no RIFF/WAVE signature (is this a WAV file?)".into());
+    }
+    let mut pos = 12u64;
+    for _ in 0..64 {
+        let mut ch = [0u8; 8];
+        if f.read_exact(&mut ch).is_err() {
+            return Ok(None);
+        }
+        let size = u32::from_le_bytes([ch[4], ch[5], ch[6], ch[7]]) as u64;
+        if &ch[0..4] == b"data" {
+            return Ok(Some((pos + 8, size)));
+        }
+        pos += 8 + size + (size & 1);
+        if f.seek(SeekFrom::Start(pos)).is_err() {
+            return Ok(None);
+        }
+    }
+    Ok(None)
+}

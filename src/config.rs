@@ -1,0 +1,303 @@
+//! Daemon configuration: parsed from TOML, validated, then used to build the stages.
+//!
+//! Every section has defaults so an empty file is a valid config; unknown keys are
+//! rejected so a typo never silently falls back to a default.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::asr::AsrConfig;
+use crate::fusion::FusionConfig;
+use crate::prosody::ProsodyConfig;
+use crate::segment::SegmentConfig;
+use crate::text::TextConfig;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{column}: {message}")]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}: invalid value for `{field}`: {reason}")]
+    Invalid {
+        path: PathBuf,
+        field: String,
+        reason: String,
+    },
+}
+
+/// A field-level validation failure, before we know which file it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldError {
+    pub field: String,
+    pub reason: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub models: ModelsConfig,
+    pub source: SourceConfig,
+    pub buffers: BufferConfig,
+    pub segment: SegmentConfig,
+    pub asr: AsrConfig,
+    pub prosody: ProsodyConfig,
+    pub text: TextConfig,
+    pub fusion: FusionConfig,
+    pub context: ContextConfig,
+    pub output: OutputConfig,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelsConfig {
+    /// Where `scripts/fetch-models.sh` put the converted models. Empty: the default
+    /// cache (`$SARCASMD_MODEL_DIR`, else `$XDG_CACHE_HOME/sarcasmd/models`, else
+    /// `~/.cache/sarcasmd/models`).
+    pub dir: Option<PathBuf>,
+    /// Skip the SHA-256 check of model files at start (saves ~1 s on a Pi; the header
+    /// checks still run).
+    pub skip_checksums: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SourceConfig {
+    /// A WAV file of any common rate, channel count and sample format.
+    Wav {
+        path: PathBuf,
+        #[serde(default)]
+        realtime: bool,
+    },
+    /// Raw signed 16-bit little-endian mono PCM on standard input.
+    Stdin {
+        #[serde(default = "default_stdin_rate")]
+        sample_rate_hz: u32,
+        /// The pipe is fed by a live capture (e.g. `arecord ... |`): never block it;
+        /// drop and count samples when the pipeline falls behind.
+        #[serde(default)]
+        live: bool,
+    },
+}
+
+fn default_stdin_rate() -> u32 {
+    16_000
+}
+
+impl Default for SourceConfig {
+    fn default() -> Self {
+        SourceConfig::Stdin {
+            sample_rate_hz: default_stdin_rate(),
+            live: false,
+        }
+    }
+}
+
+/// Sizes of the queues between stages. Full policies are stated where each queue is
+/// built (see `pipeline`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BufferConfig {
+    /// Lock-free ring between the source and the segmenter, in milliseconds of 16 kHz audio.
+    pub ring_ms: u32,
+    /// Finished utterances waiting for analysis.
+    pub utterance_queue: usize,
+    /// Events waiting for the sinks.
+    pub event_queue: usize,
+}
+
+impl Default for BufferConfig {
+    fn default() -> Self {
+        Self {
+            ring_ms: 5_000,
+            utterance_queue: 8,
+            event_queue: 64,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ContextConfig {
+    /// How much recent audio, prosody and transcript the context store keeps.
+    pub seconds: f32,
+    /// Feed the previous transcripts within `seconds` to the text view. Off by default:
+    /// see README ("Context") for the measurement this follows.
+    pub text_uses_context: bool,
+}
+
+impl Default for ContextConfig {
+    fn default() -> Self {
+        Self {
+            seconds: 15.0,
+            text_uses_context: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// `-` for stdout, otherwise a file that JSON lines are appended to.
+    pub events: String,
+    /// Include the transcript text in events (off = scores only, for privacy).
+    pub include_transcript: bool,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        Self {
+            events: "-".into(),
+            include_transcript: true,
+        }
+    }
+}
+
+impl Config {
+    /// Parse TOML text; `path` only names the origin in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| {
+            let (line, column) = e.span().map(|s| line_col(text, s.start)).unwrap_or((0, 0));
+            ConfigError::Parse {
+                path: path.to_path_buf(),
+                line,
+                column,
+                message: e.message().to_string(),
+            }
+        })?;
+        cfg.validate().map_err(|fe| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            field: fe.field,
+            reason: fe.reason,
+        })?;
+        Ok(cfg)
+    }
+
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    pub fn validate(&self) -> Result<(), FieldError> {
+        match &self.source {
+            SourceConfig::Stdin { sample_rate_hz, .. } => {
+                crate::audio::validate_rate(*sample_rate_hz)
+                    .map_err(|r| FieldError::new("source.sample_rate_hz", r))?;
+            }
+            SourceConfig::Wav { path, .. } => {
+                if path.as_os_str().is_empty() {
+                    return Err(FieldError::new("source.path", "must name a WAV file"));
+                }
+            }
+        }
+        if !(100..=120_000).contains(&self.buffers.ring_ms) {
+            return Err(FieldError::new(
+                "buffers.ring_ms",
+                "must be within 100..=120000",
+            ));
+        }
+        if !(1..=1024).contains(&self.buffers.utterance_queue) {
+            return Err(FieldError::new(
+                "buffers.utterance_queue",
+                "must be within 1..=1024",
+            ));
+        }
+        if !(1..=65_536).contains(&self.buffers.event_queue) {
+            return Err(FieldError::new(
+                "buffers.event_queue",
+                "must be within 1..=65536",
+            ));
+        }
+        if !(self.context.seconds >= 0.0 && self.context.seconds <= 120.0) {
+            return Err(FieldError::new(
+                "context.seconds",
+                "must be within 0..=120 seconds",
+            ));
+        }
+        if self.output.events.is_empty() {
+            return Err(FieldError::new(
+                "output.events",
+                "use \"-\" for stdout or a file path",
+            ));
+        }
+        self.segment.validate()?;
+        self.asr.validate()?;
+        self.prosody
+            .validate()
+            .map_err(|e| FieldError::new("prosody", e.to_string()))?;
+        self.text.validate()?;
+        self.fusion.validate()?;
+        Ok(())
+    }
+}
+
+/// 1-based line and column of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_default() {
+        let c = Config::parse("", Path::new("x.toml")).unwrap();
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_column() {
+        let err = Config::parse("[segment]\nhangover = 3\n", Path::new("room.toml")).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("room.toml:2:1:"), "{msg}");
+        assert!(msg.contains("hangover"), "{msg}");
+    }
+
+    #[test]
+    fn out_of_range_names_field() {
+        let err = Config::parse("[fusion]\nthreshold = 1.5\n", Path::new("a.toml")).unwrap_err();
+        assert!(err.to_string().contains("fusion.threshold"), "{err}");
+    }
+
+    #[test]
+    fn wav_source_parses() {
+        let c = Config::parse(
+            "[source]\nkind = \"wav\"\npath = \"a.wav\"\nrealtime = true\n",
+            Path::new("a.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.source,
+            SourceConfig::Wav {
+                path: "a.wav".into(),
+                realtime: true
+            }
+        );
+    }
+}

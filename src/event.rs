@@ -1,0 +1,113 @@
+//! The event schema (one JSON object per line, see `docs/events.md`) and the JSON-lines
+//! sink.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use serde::Serialize;
+
+use crate::asr::AsrSegment;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Views {
+    pub text: Option<f32>,
+    pub audio: Option<f32>,
+    /// Always null until a camera/vision view exists; never a made-up score.
+    pub video: Option<f32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LatencyMs {
+    /// Audio time from the end of speech to the endpointer's decision (the hangover).
+    pub endpoint: f64,
+    /// Time the utterance waited for the analyser.
+    pub queue: f64,
+    pub asr: f64,
+    pub text: f64,
+    pub audio: f64,
+    pub fusion: f64,
+    /// End of speech to event ready: endpoint + queue + all stages.
+    pub total: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UtteranceEvent {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub id: u64,
+    /// Speech boundaries, seconds from the start of the stream.
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Null when transcripts are switched off in the config.
+    pub transcript: Option<String>,
+    pub language: String,
+    pub p_sarcastic: f32,
+    pub sarcastic: bool,
+    pub threshold: f32,
+    pub views: Views,
+    pub latency_ms: LatencyMs,
+    pub models: BTreeMap<String, String>,
+    /// Cut at `segment.max_utterance_ms` instead of ended by silence.
+    pub forced_split: bool,
+    /// Whisper segments (times in stream seconds) and the hallucination guards that fired.
+    pub asr_segments: Vec<AsrSegment>,
+    pub asr_guards: Vec<&'static str>,
+    /// Feature vectors, only when requested (`sarcasmd features`); not serialised.
+    #[serde(skip)]
+    pub features: Option<UtteranceFeatures>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UtteranceFeatures {
+    pub text_embedding: Option<Vec<f32>>,
+    pub prosody: Vec<f32>,
+}
+
+/// Where events go. Implementations must write whole lines or nothing.
+pub trait EventSink {
+    fn write(&mut self, ev: &UtteranceEvent) -> std::io::Result<()>;
+    fn flush(&mut self) -> std::io::Result<()>;
+}
+
+/// JSON lines to any writer (stdout or a file). Each line is serialised completely
+/// before a single write, so a failure never leaves half an event behind.
+pub struct JsonLinesSink<W: Write> {
+    out: W,
+    line: Vec<u8>,
+}
+
+impl<W: Write> JsonLinesSink<W> {
+    pub fn new(out: W) -> Self {
+        Self {
+            out,
+            line: Vec::with_capacity(1024),
+        }
+    }
+}
+
+impl<W: Write> EventSink for JsonLinesSink<W> {
+    fn write(&mut self, ev: &UtteranceEvent) -> std::io::Result<()> {
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, ev)?;
+        self.line.push(b'\n');
+        self.out.write_all(&self.line)?;
+        self.out.flush()
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// Collects events in memory (tests, `features`, `eval`).
+#[derive(Default)]
+pub struct VecSink(pub Vec<UtteranceEvent>);
+
+impl EventSink for VecSink {
+    fn write(&mut self, ev: &UtteranceEvent) -> std::io::Result<()> {
+        self.0.push(ev.clone());
+        Ok(())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

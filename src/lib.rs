@@ -1,0 +1,21 @@
+//! sarcasmd: real-time multimodal sarcasm detection for edge boards.
+//!
+//! Data flows one way: [`audio`] sources -> ring buffer -> [`segment`] (Silero VAD +
+//! endpointing) -> per-utterance views ([`asr`] text, [`prosody`], later vision) ->
+//! [`fusion`] -> sinks ([`event`]). [`pipeline`] wires the stages with bounded queues;
+//! [`daemon`] builds them from a [`config::Config`].
+
+pub mod asr;
+pub mod audio;
+pub mod config;
+pub mod context;
+pub mod daemon;
+pub mod event;
+pub mod fusion;
+pub mod models;
+pub mod onnx;
+pub mod pipeline;
+pub mod prosody;
+pub mod resources;
+pub mod segment;
+pub mod text;

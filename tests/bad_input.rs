@@ -1,0 +1,233 @@
+//! Every kind of bad input ends with a message naming the file and the problem, a
+//! non-zero exit code (2 for bad input, 3 for models), no panic and no event line.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::*;
+
+fn replay(args: &[&str], envs: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new(bin());
+    c.arg("replay").args(args);
+    for (k, v) in envs {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn assert_clean_failure(out: &Output, code: i32, must_mention: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "stderr: {stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "no event may be printed: {:?}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    for m in must_mention {
+        assert!(stderr.contains(m), "stderr lacks {m:?}: {stderr}");
+    }
+}
+
+fn good_wav(dir: &Path) -> PathBuf {
+    let p = dir.join("good.wav");
+    let mut x = silence(0.3);
+    x.extend(speak("Hello there.", "en-us"));
+    write_wav_i16(&p, &x, RATE);
+    p
+}
+
+#[test]
+fn truncated_wav() {
+    let d = tempfile::tempdir().unwrap();
+    let good = good_wav(d.path());
+    let bytes = std::fs::read(&good).unwrap();
+    let p = d.path().join("truncated.wav");
+    std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
+    let out = replay(&[p.to_str().unwrap()], &[]);
+    assert_clean_failure(&out, 2, &["truncated.wav", "truncated"]);
+}
+
+#[test]
+fn header_only_wav_is_truncated_or_empty() {
+    let d = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(good_wav(d.path())).unwrap();
+    let p = d.path().join("cut_in_header.wav");
+    std::fs::write(&p, &bytes[..30]).unwrap();
+    let out = replay(&[p.to_str().unwrap()], &[]);
+    assert_clean_failure(&out, 2, &["cut_in_header.wav"]);
+}
+
+#[test]
+fn non_audio_file() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("notes.txt");
+    std::fs::write(&p, "this is not audio at all, just some text\n".repeat(20)).unwrap();
+    let out = replay(&[p.to_str().unwrap()], &[]);
+    assert_clean_failure(&out, 2, &["notes.txt", "not a readable WAV"]);
+}
+
+#[test]
+fn unsupported_sample_format() {
+    let d = tempfile::tempdir().unwrap();
+    let good = good_wav(d.path());
+    for (name, args) in [
+        ("alaw.wav", &["-e", "a-law"][..]),
+        ("u8.wav", &["-b", "8"][..]),
+    ] {
+        let p = d.path().join(name);
+        let st = Command::new("sox")
+            .arg(&good)
+            .args(args)
+            .arg(&p)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let out = replay(&[p.to_str().unwrap()], &[]);
+        assert_clean_failure(&out, 2, &[name, "unsupported"]);
+    }
+}
+
+#[test]
+fn empty_file() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("empty.wav");
+    std::fs::write(&p, b"").unwrap();
+    let out = replay(&[p.to_str().unwrap()], &[]);
+    assert_clean_failure(&out, 2, &["empty.wav", "empty"]);
+}
+
+#[test]
+fn wav_with_zero_samples() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("zero.wav");
+    write_wav_i16(&p, &[], RATE);
+    let out = replay(&[p.to_str().unwrap()], &[]);
+    assert_clean_failure(&out, 2, &["zero.wav", "no audio samples"]);
+}
+
+#[test]
+fn missing_input_file() {
+    let out = replay(&["/nonexistent/dir/meeting.wav"], &[]);
+    assert_clean_failure(&out, 2, &["/nonexistent/dir/meeting.wav"]);
+}
+
+#[test]
+fn empty_stdin() {
+    let out = Command::new(bin())
+        .args(["replay", "-"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_clean_failure(&out, 2, &["stdin", "no audio samples"]);
+}
+
+/// A model dir whose files are links to the real cache, with one file replaced.
+fn model_dir_with(replace: Option<(&str, &[u8])>) -> tempfile::TempDir {
+    let real = sarcasmd::models::model_dir(None);
+    let d = tempfile::tempdir().unwrap();
+    for e in sarcasmd::models::lock().unwrap().outputs {
+        let dst = d.path().join(&e.path);
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        match replace {
+            Some((name, bytes)) if name == e.name => std::fs::write(&dst, bytes).unwrap(),
+            _ => std::os::unix::fs::symlink(real.join(&e.path), &dst).unwrap(),
+        }
+    }
+    d
+}
+
+#[test]
+fn missing_model() {
+    let d = tempfile::tempdir().unwrap();
+    let wav = good_wav(d.path());
+    let empty = tempfile::tempdir().unwrap();
+    let out = replay(
+        &[wav.to_str().unwrap()],
+        &[("SARCASMD_MODEL_DIR", empty.path())],
+    );
+    assert_clean_failure(&out, 3, &["missing", "fetch-models.sh"]);
+}
+
+#[test]
+fn corrupt_models_are_caught_before_native_code() {
+    let d = tempfile::tempdir().unwrap();
+    let wav = good_wav(d.path());
+    let lock = sarcasmd::models::lock().unwrap();
+    for name in ["whisper-tiny.en-q8_0", "silero-vad"] {
+        let e = lock.outputs.iter().find(|o| o.name == name).unwrap();
+        // Same size, wrong bytes: only the checksum can tell.
+        let garbage = vec![0x5au8; e.bytes as usize];
+        let md = model_dir_with(Some((name, &garbage)));
+        let out = replay(
+            &[wav.to_str().unwrap()],
+            &[("SARCASMD_MODEL_DIR", md.path())],
+        );
+        assert_clean_failure(&out, 3, &[&e.path, "SHA-256"]);
+        // Truncated: the size check catches it.
+        let md = model_dir_with(Some((name, b"ggml")));
+        let out = replay(
+            &[wav.to_str().unwrap()],
+            &[("SARCASMD_MODEL_DIR", md.path())],
+        );
+        assert_clean_failure(&out, 3, &[&e.path, "size"]);
+    }
+}
+
+#[test]
+fn invalid_configs() {
+    let d = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "syntax.toml",
+            "[segment\nthreshold = 0.5\n",
+            "syntax.toml:1:",
+        ),
+        ("typo.toml", "[segment]\nhangover = 300\n", "typo.toml:2:1"),
+        (
+            "range.toml",
+            "[segment]\nthreshold = 2.0\n",
+            "segment.threshold",
+        ),
+        ("lang.toml", "[asr]\nlanguage = \"de\"\n", "English-only"),
+    ];
+    for (name, text, expect) in cases {
+        let p = d.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        for sub in [vec!["validate"], vec!["run", "--config"]] {
+            let out = Command::new(bin()).args(&sub).arg(&p).output().unwrap();
+            assert_clean_failure(&out, 2, &[expect]);
+        }
+    }
+    let out = Command::new(bin())
+        .args(["validate", "/nonexistent.toml"])
+        .output()
+        .unwrap();
+    assert_clean_failure(&out, 2, &["/nonexistent.toml"]);
+}
+
+#[test]
+fn shipped_configs_validate() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("firmware-config");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let out = Command::new(bin())
+                .arg("validate")
+                .arg(&p)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                p.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            n += 1;
+        }
+    }
+    assert!(n > 0);
+}

@@ -1,0 +1,166 @@
+//! Shared helpers for the integration tests: real speech from espeak-ng, the real
+//! models from the cache, and the pipeline exactly as the daemon runs it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use sarcasmd::audio::{AudioSource, StreamResampler, PIPELINE_RATE_HZ};
+use sarcasmd::config::Config;
+use sarcasmd::event::{UtteranceEvent, VecSink};
+use sarcasmd::pipeline::{self, Engine, RunOptions, RunStats};
+
+pub const RATE: u32 = PIPELINE_RATE_HZ;
+
+/// One engine per test binary: models load once, as in the daemon.
+pub fn engine() -> &'static Engine {
+    static E: OnceLock<Engine> = OnceLock::new();
+    E.get_or_init(|| {
+        Engine::load(&Config::default()).unwrap_or_else(|e| {
+            panic!("cannot load models ({e}); run scripts/setup.sh first (it fetches them)")
+        })
+    })
+}
+
+/// Synthesise `text` with espeak-ng and return 16 kHz mono samples (resampled by the
+/// pipeline's own resampler from espeak's 22.05 kHz).
+pub fn speak(text: &str, voice: &str) -> Vec<f32> {
+    let dir = tempfile::tempdir().unwrap();
+    let wav = dir.path().join("s.wav");
+    let st = Command::new("espeak-ng")
+        .args(["-v", voice, "-s", "150", "-w"])
+        .arg(&wav)
+        .arg(text)
+        .status()
+        .expect("espeak-ng not found: run scripts/install-system-deps.sh");
+    assert!(st.success(), "espeak-ng failed");
+    let mut r = hound::WavReader::open(&wav).unwrap();
+    let rate = r.spec().sample_rate;
+    let x: Vec<f32> = r
+        .samples::<i16>()
+        .map(|s| s.unwrap() as f32 / 32768.0)
+        .collect();
+    let mut rs = StreamResampler::new(rate, RATE).unwrap();
+    let mut y = Vec::new();
+    rs.process(&x, &mut y).unwrap();
+    rs.finish(&mut y).unwrap();
+    y
+}
+
+/// First and last sample above a small amplitude: where the speech really is.
+pub fn speech_bounds(x: &[f32]) -> (usize, usize) {
+    let thr = 0.01;
+    let a = x.iter().position(|v| v.abs() > thr).unwrap_or(0);
+    let b = x
+        .iter()
+        .rposition(|v| v.abs() > thr)
+        .map_or(x.len(), |i| i + 1);
+    (a, b)
+}
+
+pub fn silence(seconds: f64) -> Vec<f32> {
+    vec![0.0; (seconds * RATE as f64) as usize]
+}
+
+/// A stream of sentences separated by silences, with the true speech boundaries (s).
+pub struct Composed {
+    pub samples: Vec<f32>,
+    pub truth: Vec<(f64, f64, String)>,
+}
+
+pub fn compose(lead_s: f64, parts: &[(&str, &str)], gap_s: f64) -> Composed {
+    let mut samples = silence(lead_s);
+    let mut truth = Vec::new();
+    for (text, voice) in parts {
+        let s = speak(text, voice);
+        let (a, b) = speech_bounds(&s);
+        let base = samples.len();
+        truth.push((
+            (base + a) as f64 / RATE as f64,
+            (base + b) as f64 / RATE as f64,
+            text.to_string(),
+        ));
+        samples.extend_from_slice(&s);
+        samples.extend(silence(gap_s));
+    }
+    Composed { samples, truth }
+}
+
+pub fn write_wav_i16(path: &Path, x: &[f32], rate: u32) {
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: rate,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(path, spec).unwrap();
+    for v in x {
+        w.write_sample((v.clamp(-1.0, 1.0) * 32767.0).round() as i16)
+            .unwrap();
+    }
+    w.finalize().unwrap();
+}
+
+pub fn to_s16le(x: &[f32]) -> Vec<u8> {
+    x.iter()
+        .flat_map(|v| ((v.clamp(-1.0, 1.0) * 32767.0).round() as i16).to_le_bytes())
+        .collect()
+}
+
+pub fn run(source: Box<dyn AudioSource>) -> (Vec<UtteranceEvent>, RunStats) {
+    run_with(&Config::default(), source)
+}
+
+pub fn run_with(cfg: &Config, source: Box<dyn AudioSource>) -> (Vec<UtteranceEvent>, RunStats) {
+    let mut sink = VecSink::default();
+    let stats = pipeline::run_stream(engine(), cfg, source, &mut sink, &RunOptions::default())
+        .expect("pipeline run");
+    (sink.0, stats)
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split_whitespace()
+        .map(|w| {
+            w.chars()
+                .filter(|c| c.is_alphanumeric() || *c == '\'')
+                .collect::<String>()
+                .to_lowercase()
+        })
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// Word error rate (Levenshtein over normalised words) and the reference length.
+pub fn wer(reference: &str, hypothesis: &str) -> (f64, usize) {
+    let r = words(reference);
+    let h = words(hypothesis);
+    let mut d: Vec<usize> = (0..=h.len()).collect();
+    for i in 1..=r.len() {
+        let mut prev = d[0];
+        d[0] = i;
+        for j in 1..=h.len() {
+            let cur = d[j];
+            d[j] = (d[j] + 1)
+                .min(d[j - 1] + 1)
+                .min(prev + usize::from(r[i - 1] != h[j - 1]));
+            prev = cur;
+        }
+    }
+    (d[h.len()] as f64 / r.len().max(1) as f64, r.len())
+}
+
+/// `../shared` beside the repo, when present (CI has it; a user's fresh clone does not).
+pub fn shared_dir() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared");
+    if p.join("data").is_dir() {
+        Some(p)
+    } else {
+        eprintln!("SKIP: ../shared/data not found beside the repo; this test needs the shared speech clips");
+        None
+    }
+}
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_sarcasmd")
+}

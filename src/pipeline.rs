@@ -257,12 +257,17 @@ pub fn run_stream(
     let (utt_tx, utt_rx) = bounded::<Utterance>(cfg.buffers.utterance_queue);
     let (ev_tx, ev_rx) = bounded::<UtteranceEvent>(cfg.buffers.event_queue);
 
+    // Set by any stage that fails, so the source stops feeding a pipeline that can no
+    // longer drain (a file source would otherwise wait forever for ring space).
+    let abort = Arc::new(AtomicBool::new(false));
     let mut stages: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let result = std::thread::scope(|s| -> Result<(), PipelineError> {
         // --- source thread ---------------------------------------------------------
         let src_counters = counters.clone();
         let src_done = source_done.clone();
         let stop = opts.stop.clone();
+        let src_abort = abort.clone();
+        let halted = move || stop.load(Ordering::Relaxed) || src_abort.load(Ordering::Relaxed);
         let realtime = opts.realtime;
         let source_h = std::thread::Builder::new()
             .name("source".into())
@@ -272,7 +277,7 @@ pub fn run_stream(
                 let started = Instant::now();
                 let mut pushed: u64 = 0;
                 let res = (|| {
-                    while !stop.load(Ordering::Relaxed) {
+                    while !halted() {
                         buf.clear();
                         let more = source.read_chunk(&mut buf)?;
                         src_counters
@@ -289,7 +294,7 @@ pub fn run_stream(
                                         .fetch_add(rest.len() as u64, Ordering::Relaxed);
                                     break;
                                 }
-                                if stop.load(Ordering::Relaxed) {
+                                if halted() {
                                     break;
                                 }
                                 std::thread::sleep(Duration::from_millis(2));
@@ -319,97 +324,105 @@ pub fn run_stream(
         let seg_done = source_done.clone();
         let seg_cfg = cfg.clone();
         let vad = engine.vad.clone();
+        let seg_abort = abort.clone();
         let segmenter_h = std::thread::Builder::new()
             .name("segmenter".into())
             .spawn_scoped(s, move || -> Result<Vec<f64>, PipelineError> {
-                let mut vad = vad.stream()?;
-                let mut frames_x = FrameExtractor::new(&seg_cfg.prosody, PIPELINE_RATE_HZ)?;
-                let mut endpointer = Endpointer::new(&seg_cfg.segment);
-                let mut pending: Vec<f32> = Vec::with_capacity(VAD_CHUNK * 8);
-                let mut frames = Vec::new();
-                let mut events = Vec::new();
-                let mut next_id = 0u64;
-                let mut vad_ms = Vec::new();
-                let pre = ms_samples(seg_cfg.segment.pre_roll_ms);
-                let post = ms_samples(seg_cfg.segment.post_roll_ms);
-                let mut tmp = vec![0.0f32; VAD_CHUNK * 8];
-                let mut finishing = false;
-                loop {
-                    let n = cons.pop_slice(&mut tmp);
-                    if n == 0 {
-                        if seg_done.load(Ordering::Acquire) && cons.is_empty() {
-                            finishing = true;
-                        } else {
-                            std::thread::sleep(Duration::from_millis(2));
-                            continue;
+                let r = (|| -> Result<Vec<f64>, PipelineError> {
+                    let mut vad = vad.stream()?;
+                    let mut frames_x = FrameExtractor::new(&seg_cfg.prosody, PIPELINE_RATE_HZ)?;
+                    let mut endpointer = Endpointer::new(&seg_cfg.segment);
+                    let mut pending: Vec<f32> = Vec::with_capacity(VAD_CHUNK * 8);
+                    let mut frames = Vec::new();
+                    let mut events = Vec::new();
+                    let mut next_id = 0u64;
+                    let mut vad_ms = Vec::new();
+                    let pre = ms_samples(seg_cfg.segment.pre_roll_ms);
+                    let post = ms_samples(seg_cfg.segment.post_roll_ms);
+                    let mut tmp = vec![0.0f32; VAD_CHUNK * 8];
+                    let mut finishing = false;
+                    loop {
+                        let n = cons.pop_slice(&mut tmp);
+                        if n == 0 {
+                            if seg_done.load(Ordering::Acquire) && cons.is_empty() {
+                                finishing = true;
+                            } else {
+                                std::thread::sleep(Duration::from_millis(2));
+                                continue;
+                            }
                         }
-                    }
-                    pending.extend_from_slice(&tmp[..n]);
-                    let mut off = 0;
-                    while pending.len() - off >= VAD_CHUNK || (finishing && pending.len() > off) {
-                        let end = (off + VAD_CHUNK).min(pending.len());
-                        let chunk = &pending[off..end];
-                        frames.clear();
-                        frames_x.push(chunk, &mut frames);
+                        pending.extend_from_slice(&tmp[..n]);
+                        let mut off = 0;
+                        while pending.len() - off >= VAD_CHUNK || (finishing && pending.len() > off)
                         {
-                            let mut c = seg_ctx.lock().expect("context lock");
-                            c.push_audio(chunk);
-                            c.push_frames(&frames);
+                            let end = (off + VAD_CHUNK).min(pending.len());
+                            let chunk = &pending[off..end];
+                            frames.clear();
+                            frames_x.push(chunk, &mut frames);
+                            {
+                                let mut c = seg_ctx.lock().expect("context lock");
+                                c.push_audio(chunk);
+                                c.push_frames(&frames);
+                            }
+                            let tv = Instant::now();
+                            let p = if chunk.len() == VAD_CHUNK {
+                                vad.process(chunk)?
+                            } else {
+                                // Last partial chunk: pad with silence for the model only.
+                                let mut padded = chunk.to_vec();
+                                padded.resize(VAD_CHUNK, 0.0);
+                                vad.process(&padded)?
+                            };
+                            vad_ms.push(tv.elapsed().as_secs_f64() * 1e3);
+                            events.clear();
+                            endpointer.push(p, chunk.len(), &mut events);
+                            off = end;
+                            for ev in events.drain(..) {
+                                handle_endpoint(
+                                    ev,
+                                    &seg_ctx,
+                                    &seg_counters,
+                                    &utt_tx,
+                                    live,
+                                    pre,
+                                    post,
+                                    endpointer.position(),
+                                    &mut next_id,
+                                );
+                            }
                         }
-                        let tv = Instant::now();
-                        let p = if chunk.len() == VAD_CHUNK {
-                            vad.process(chunk)?
-                        } else {
-                            // Last partial chunk: pad with silence for the model only.
-                            let mut padded = chunk.to_vec();
-                            padded.resize(VAD_CHUNK, 0.0);
-                            vad.process(&padded)?
-                        };
-                        vad_ms.push(tv.elapsed().as_secs_f64() * 1e3);
-                        events.clear();
-                        endpointer.push(p, chunk.len(), &mut events);
-                        off = end;
-                        for ev in events.drain(..) {
-                            handle_endpoint(
-                                ev,
-                                &seg_ctx,
-                                &seg_counters,
-                                &utt_tx,
-                                live,
-                                pre,
-                                post,
-                                endpointer.position(),
-                                &mut next_id,
-                            );
+                        pending.drain(..off);
+                        if finishing {
+                            // Flush the prosody tail so an utterance ending with the stream
+                            // keeps its last frames.
+                            frames.clear();
+                            frames_x.finish(&mut frames);
+                            seg_ctx.lock().expect("context lock").push_frames(&frames);
+                            events.clear();
+                            endpointer.finish(&mut events);
+                            for ev in events.drain(..) {
+                                handle_endpoint(
+                                    ev,
+                                    &seg_ctx,
+                                    &seg_counters,
+                                    &utt_tx,
+                                    live,
+                                    pre,
+                                    post,
+                                    endpointer.position(),
+                                    &mut next_id,
+                                );
+                            }
+                            break;
                         }
                     }
-                    pending.drain(..off);
-                    if finishing {
-                        // Flush the prosody tail so an utterance ending with the stream
-                        // keeps its last frames.
-                        frames.clear();
-                        frames_x.finish(&mut frames);
-                        seg_ctx.lock().expect("context lock").push_frames(&frames);
-                        events.clear();
-                        endpointer.finish(&mut events);
-                        for ev in events.drain(..) {
-                            handle_endpoint(
-                                ev,
-                                &seg_ctx,
-                                &seg_counters,
-                                &utt_tx,
-                                live,
-                                pre,
-                                post,
-                                endpointer.position(),
-                                &mut next_id,
-                            );
-                        }
-                        break;
-                    }
+                    drop(utt_tx);
+                    Ok(vad_ms)
+                })();
+                if r.is_err() {
+                    seg_abort.store(true, Ordering::Relaxed);
                 }
-                drop(utt_tx);
-                Ok(vad_ms)
+                r
             })
             .expect("spawn segmenter thread");
 
@@ -418,22 +431,29 @@ pub fn run_stream(
         let an_counters = counters.clone();
         let an_cfg = cfg.clone();
         let with_features = opts.with_features;
+        let an_abort = abort.clone();
         let analyser_h = std::thread::Builder::new()
             .name("analyser".into())
             .spawn_scoped(s, move || -> Result<(), PipelineError> {
-                let mut asr = engine.asr.stream(&an_cfg.asr)?;
-                for utt in utt_rx.iter() {
-                    let ev = analyse(engine, &an_cfg, &mut asr, &an_ctx, utt, with_features)?;
-                    if ev.transcript.as_deref().is_some_and(str::is_empty) {
-                        an_counters
-                            .empty_transcripts
-                            .fetch_add(1, Ordering::Relaxed);
+                let r = (|| -> Result<(), PipelineError> {
+                    let mut asr = engine.asr.stream(&an_cfg.asr)?;
+                    for utt in utt_rx.iter() {
+                        let ev = analyse(engine, &an_cfg, &mut asr, &an_ctx, utt, with_features)?;
+                        if ev.transcript.as_deref().is_some_and(str::is_empty) {
+                            an_counters
+                                .empty_transcripts
+                                .fetch_add(1, Ordering::Relaxed);
+                        }
+                        if ev_tx.send(ev).is_err() {
+                            break;
+                        }
                     }
-                    if ev_tx.send(ev).is_err() {
-                        break;
-                    }
+                    Ok(())
+                })();
+                if r.is_err() {
+                    an_abort.store(true, Ordering::Relaxed);
                 }
-                Ok(())
+                r
             })
             .expect("spawn analyser thread");
 
@@ -459,7 +479,7 @@ pub fn run_stream(
                     }
                     Err(e) => {
                         // Stop the stream: nothing downstream can take events.
-                        opts.stop.store(true, Ordering::Relaxed);
+                        abort.store(true, Ordering::Relaxed);
                         sink_err = Some(e);
                     }
                 }

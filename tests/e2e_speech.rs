@@ -186,3 +186,38 @@ fn silence_and_noise_give_no_events() {
     assert!(events.is_empty(), "{events:#?}");
     assert!((stats.audio_s - 3.0).abs() < 0.01);
 }
+
+/// A sink that fails on the first event, like a closed pipe or a full disk.
+struct FailingSink;
+
+impl sarcasmd::event::EventSink for FailingSink {
+    fn write(&mut self, _: &UtteranceEvent) -> std::io::Result<()> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::BrokenPipe,
+            "reader went away",
+        ))
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_failing_sink_stops_the_stream_with_an_error() {
+    let c = compose(0.3, &SENTENCES, 1.0);
+    let src =
+        PcmReaderSource::new("mem", std::io::Cursor::new(to_s16le(&c.samples)), RATE).unwrap();
+    let err = sarcasmd::pipeline::run_stream(
+        engine(),
+        &sarcasmd::config::Config::default(),
+        Box::new(src),
+        &mut FailingSink,
+        &Default::default(),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, sarcasmd::pipeline::PipelineError::Sink(_)),
+        "{err}"
+    );
+    assert!(err.to_string().contains("reader went away"));
+}

@@ -53,9 +53,11 @@ pub fn open_source(cfg: &Config) -> Result<Box<dyn AudioSource>, AudioError> {
         SourceConfig::Stdin {
             sample_rate_hz,
             live,
-        } => {
-            Box::new(PcmReaderSource::new("stdin", std::io::stdin(), *sample_rate_hz)?.live(*live))
-        }
+        } => Box::new(
+            PcmReaderSource::new("stdin", std::io::stdin(), *sample_rate_hz)?
+                .live(*live)
+                .poll_fd(0),
+        ),
     })
 }
 

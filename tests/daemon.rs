@@ -147,3 +147,43 @@ fn bundled_sample_gives_five_events() {
     assert!(s["peak_rss_mb"].as_f64().unwrap() > 0.0);
     assert_eq!(s["utterances"], 5);
 }
+
+#[test]
+fn sigterm_flushes_and_exits_cleanly_while_stdin_is_silent() {
+    let c = compose(
+        0.3,
+        &[("Oh wonderful, the printer is jammed again.", "en-us")],
+        1.0,
+    );
+    let mut child = Command::new(bin())
+        .args(["replay", "-", "--rate", "16000"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Keep stdin open (a live capture that has gone quiet), then ask the daemon to stop.
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&to_s16le(&c.samples)).unwrap();
+    stdin.flush().unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    assert!(line.contains("\"type\":\"utterance\""), "{line}");
+    // SAFETY: plain kill(2) on our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "daemon did not stop after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    eprintln!("stopped {:?} after SIGTERM", t0.elapsed());
+    assert!(status.success(), "{status:?}");
+    drop(stdin);
+}

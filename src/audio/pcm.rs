@@ -20,7 +20,13 @@ pub struct PcmReaderSource<R: Read + Send> {
     bytes_total: u64,
     finished: bool,
     live: bool,
+    /// When set, wait for data with poll(2) in short slices, so a stop request is seen
+    /// even while the writer is silent (a blocking read would hold shutdown hostage).
+    poll_fd: Option<i32>,
 }
+
+/// How long one read waits for data before handing control back to the pipeline.
+const POLL_MS: i32 = 100;
 
 impl<R: Read + Send> PcmReaderSource<R> {
     pub fn new(
@@ -51,7 +57,14 @@ impl<R: Read + Send> PcmReaderSource<R> {
             bytes_total: 0,
             finished: false,
             live: false,
+            poll_fd: None,
         })
+    }
+
+    /// Poll this file descriptor (the one `reader` reads from) before each read.
+    pub fn poll_fd(mut self, fd: i32) -> Self {
+        self.poll_fd = Some(fd);
+        self
     }
 
     /// Mark the reader as fed by a live capture: the pipeline then drops (and counts)
@@ -74,6 +87,18 @@ impl<R: Read + Send> AudioSource for PcmReaderSource<R> {
     fn read_chunk(&mut self, out: &mut Vec<f32>) -> Result<bool, AudioError> {
         if self.finished {
             return Ok(false);
+        }
+        if let Some(fd) = self.poll_fd {
+            let mut pfd = libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd for the duration of the call.
+            let ready = unsafe { libc::poll(&mut pfd, 1, POLL_MS) };
+            if ready == 0 {
+                return Ok(true); // nothing yet; the caller checks for stop and comes back
+            }
         }
         let n = loop {
             match self.reader.read(&mut self.buf) {

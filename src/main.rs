@@ -116,6 +116,11 @@ fn main() {
     let cli = Cli::parse();
     let code = match dispatch(cli) {
         Ok(code) => code,
+        // `sarcasmd replay x.wav | head -1`: the reader leaving is not a failure.
+        Err(e) if is_broken_pipe(&e) => {
+            log::info!("event reader closed the pipe; stopping");
+            0
+        }
         Err(e) => {
             let code = e
                 .downcast_ref::<DaemonError>()
@@ -126,6 +131,14 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<DaemonError>(),
+        Some(DaemonError::Pipeline(sarcasmd::pipeline::PipelineError::Sink(io)))
+            if io.kind() == std::io::ErrorKind::BrokenPipe
+    )
 }
 
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {

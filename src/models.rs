@@ -108,10 +108,6 @@ impl ModelStore {
         })
     }
 
-    pub fn entries(&self) -> &[LockedOutput] {
-        &self.lock.outputs
-    }
-
     fn entry(&self, name: &str) -> Result<&LockedOutput, ModelError> {
         self.lock
             .outputs

@@ -548,7 +548,6 @@ fn handle_endpoint(
     next_id: &mut u64,
 ) {
     let span = match ev {
-        EndpointEvent::Started(_) => return,
         EndpointEvent::TooShort(_) => {
             counters.too_short.fetch_add(1, Ordering::Relaxed);
             return;

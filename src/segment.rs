@@ -190,8 +190,6 @@ pub struct Span {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EndpointEvent {
-    /// Speech began at this sample (used for interim state and metrics).
-    Started(u64),
     /// An utterance is complete.
     Utterance(Span),
     /// Speech ended but was shorter than `min_speech_ms` and is dropped.
@@ -240,10 +238,6 @@ impl Endpointer {
         self.pos
     }
 
-    pub fn in_speech(&self) -> bool {
-        self.active.is_some()
-    }
-
     /// Feed the probability of the chunk covering `[pos, pos + len)`.
     pub fn push(&mut self, prob: f32, len: usize, out: &mut Vec<EndpointEvent>) {
         let chunk_start = self.pos;
@@ -257,7 +251,6 @@ impl Endpointer {
                         last_speech_end: chunk_end,
                         voiced: len as u64,
                     });
-                    out.push(EndpointEvent::Started(chunk_start));
                 }
             }
             Some(a) => {
@@ -324,7 +317,6 @@ mod tests {
             e.push(p, VAD_CHUNK, &mut out);
         }
         e.finish(&mut out);
-        out.retain(|ev| !matches!(ev, EndpointEvent::Started(_)));
         out
     }
 

@@ -3,7 +3,9 @@
 # the real models. Tests that need ../shared/data say so and skip when it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/install-system-deps.sh --test
 bash scripts/setup.sh
+bash scripts/install-test-tools.sh
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # Unit tests (lib, bin) and integration tests; the crate has no doc-tests.

@@ -37,6 +37,10 @@ pub struct AsrConfig {
     /// free choice among ~100 languages is unreliable on short utterances (short German
     /// sarcasm came out as Thai), so a room's languages are stated.
     pub auto_languages: Vec<String>,
+    /// Decode the utterance in progress every this many milliseconds and emit its
+    /// interim text as `partial` events (live captions). 0 = off. Costs a second
+    /// Whisper state and roughly one extra decode per interval while someone speaks.
+    pub interim_every_ms: u32,
 }
 
 impl Default for AsrConfig {
@@ -48,6 +52,7 @@ impl Default for AsrConfig {
             no_speech_threshold: 0.6,
             trim_encoder: true,
             auto_languages: vec!["en".into(), "de".into()],
+            interim_every_ms: 0,
         }
     }
 }
@@ -80,6 +85,12 @@ impl AsrConfig {
                     format!("`{other}` is not one of en, de, auto"),
                 ))
             }
+        }
+        if self.interim_every_ms != 0 && !(300..=10_000).contains(&self.interim_every_ms) {
+            return Err(FieldError::new(
+                "asr.interim_every_ms",
+                "must be 0 (off) or within 300..=10000",
+            ));
         }
         if self.auto_languages.is_empty() {
             return Err(FieldError::new(
@@ -285,6 +296,10 @@ impl AsrStream {
         // utterances where latency matters; the repetition guard below covers loops.
         p.set_temperature_inc(0.0);
         p.set_no_speech_thold(self.cfg.no_speech_threshold);
+        // Speech rarely exceeds ~4 tokens per second; a cap well above that stops a
+        // hallucination loop ("A-H-H-H-...") within milliseconds instead of decoding
+        // hundreds of tokens (seen: 1.5 s on a 1 s interim window).
+        p.set_max_tokens((8.0 + 6.0 * seconds).ceil() as i32);
         if self.cfg.trim_encoder {
             // 50 encoder positions per second of audio, plus a margin; whisper.cpp
             // clamps to the model's 1500.

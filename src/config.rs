@@ -12,6 +12,9 @@ use crate::asr::AsrConfig;
 use crate::fusion::FusionConfig;
 use crate::prosody::ProsodyConfig;
 use crate::segment::SegmentConfig;
+use crate::sinks::captions::CaptionsConfig;
+use crate::sinks::http::HttpConfig;
+use crate::sinks::mqtt::MqttConfig;
 use crate::text::TextConfig;
 
 #[derive(Debug, Error)]
@@ -65,6 +68,9 @@ pub struct Config {
     pub fusion: FusionConfig,
     pub context: ContextConfig,
     pub output: OutputConfig,
+    pub captions: CaptionsConfig,
+    pub http: HttpConfig,
+    pub mqtt: MqttConfig,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -159,8 +165,11 @@ impl Default for ContextConfig {
 pub struct OutputConfig {
     /// `-` for stdout, otherwise a file that JSON lines are appended to.
     pub events: String,
-    /// Include the transcript text in events (off = scores only, for privacy).
+    /// Include the transcript text in events, the overlay and MQTT (off = scores only,
+    /// for privacy; interim text and captions are then off too).
     pub include_transcript: bool,
+    /// Also write interim `partial` lines (needs `asr.interim_every_ms`).
+    pub partials: bool,
 }
 
 impl Default for OutputConfig {
@@ -168,6 +177,7 @@ impl Default for OutputConfig {
         Self {
             events: "-".into(),
             include_transcript: true,
+            partials: false,
         }
     }
 }
@@ -249,6 +259,9 @@ impl Config {
             .map_err(|e| FieldError::new("prosody", e.to_string()))?;
         self.text.validate()?;
         self.fusion.validate()?;
+        self.captions.validate(self.output.include_transcript)?;
+        self.http.validate()?;
+        self.mqtt.validate()?;
         Ok(())
     }
 }

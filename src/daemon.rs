@@ -4,15 +4,21 @@
 
 use std::fs::OpenOptions;
 use std::io::BufWriter;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
 use crate::audio::{AudioError, AudioSource, PcmReaderSource, WavSource};
 use crate::config::{Config, ConfigError, SourceConfig};
 use crate::event::{EventSink, JsonLinesSink};
-use crate::pipeline::{self, Engine, EngineError, PipelineError, RunOptions, RunStats};
+use crate::metrics::Metrics;
+use crate::pipeline::{self, Counters, Engine, EngineError, PipelineError, RunOptions, RunStats};
+use crate::sinks::captions::{CaptionWriter, CaptionsError};
+use crate::sinks::http::{HttpError, Hub, HttpServer};
+use crate::sinks::mqtt::{MqttError, MqttSink};
+use crate::sinks::SinkSet;
 
 #[derive(Debug, Error)]
 pub enum DaemonError {
@@ -24,6 +30,12 @@ pub enum DaemonError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
+    #[error(transparent)]
+    Captions(#[from] CaptionsError),
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    #[error(transparent)]
+    Mqtt(#[from] MqttError),
     #[error("{path}: cannot open event output: {source}")]
     Output {
         path: String,
@@ -39,6 +51,8 @@ impl DaemonError {
     pub fn exit_code(&self) -> i32 {
         match self {
             DaemonError::Config(_) | DaemonError::Audio(_) => EXIT_BAD_INPUT,
+            // Unreadable token/password/CA files are configuration mistakes too.
+            DaemonError::Http(HttpError::TokenFile { .. }) | DaemonError::Mqtt(_) => EXIT_BAD_INPUT,
             DaemonError::Pipeline(PipelineError::Audio(_)) => EXIT_BAD_INPUT,
             DaemonError::Engine(_) => EXIT_MODELS,
             _ => 1,
@@ -62,8 +76,11 @@ pub fn open_source(cfg: &Config) -> Result<Box<dyn AudioSource>, AudioError> {
 }
 
 pub fn open_sink(cfg: &Config) -> Result<Box<dyn EventSink>, DaemonError> {
+    let partials = cfg.output.partials;
     if cfg.output.events == "-" {
-        return Ok(Box::new(JsonLinesSink::new(std::io::stdout().lock())));
+        return Ok(Box::new(
+            JsonLinesSink::new(std::io::stdout().lock()).with_partials(partials),
+        ));
     }
     let f = OpenOptions::new()
         .create(true)
@@ -73,26 +90,218 @@ pub fn open_sink(cfg: &Config) -> Result<Box<dyn EventSink>, DaemonError> {
             path: cfg.output.events.clone(),
             source,
         })?;
-    Ok(Box::new(JsonLinesSink::new(BufWriter::new(f))))
+    Ok(Box::new(
+        JsonLinesSink::new(BufWriter::new(f)).with_partials(partials),
+    ))
+}
+
+/// What a run reports besides the pipeline's own stats.
+#[derive(Debug, Clone)]
+pub struct DaemonReport {
+    pub stats: RunStats,
+    /// CPU seconds spent on the stream (model loading excluded).
+    pub stream_cpu_s: f64,
+    pub model_load_ms: f64,
+    /// Where the HTTP listener was bound (the real port when `http.bind` asked for 0).
+    pub http_addr: Option<std::net::SocketAddr>,
+}
+
+/// The outputs besides the JSON-lines stream, started before the models load so an
+/// overlay or a broker sees the daemon come up (status `loading`, then `running`).
+struct Outputs {
+    counters: Arc<Counters>,
+    metrics: Option<Arc<Metrics>>,
+    hub: Option<Arc<Hub>>,
+    server: Option<HttpServer>,
+    mqtt: Option<Arc<MqttSink>>,
+}
+
+impl Outputs {
+    fn start(cfg: &Config) -> Result<Self, DaemonError> {
+        let counters = Arc::new(Counters::default());
+        let device = cfg.mqtt.device_id();
+        let (mut metrics, mut hub, mut server) = (None, None, None);
+        if cfg.http.enabled {
+            let m = cfg.http.metrics.then(|| {
+                Arc::new(Metrics::new(
+                    counters.clone(),
+                    &[
+                        ("asr_model", cfg.asr.model.clone()),
+                        ("device", device.clone()),
+                    ],
+                ))
+            });
+            let h = Hub::new(&cfg.http, &device);
+            if let Some(m) = &m {
+                m.attach_hub(h.clone());
+            }
+            server = Some(HttpServer::start(&cfg.http, h.clone(), m.clone())?);
+            metrics = m;
+            hub = Some(h);
+        }
+        let mqtt = if cfg.mqtt.enabled {
+            Some(Arc::new(MqttSink::start(&cfg.mqtt)?))
+        } else {
+            None
+        };
+        Ok(Self {
+            counters,
+            metrics,
+            hub,
+            server,
+            mqtt,
+        })
+    }
+
+    fn status(&self, state: &str) {
+        if let Some(h) = &self.hub {
+            // The source was opened before any status is sent; it is down once the run
+            // has finished (live device faults will report here too).
+            let audio = if state == "finished" { "down" } else { "up" };
+            h.status(
+                serde_json::json!({
+                    "type": "status", "state": state, "audio": audio, "camera": "absent",
+                })
+                .to_string(),
+            );
+        }
+    }
+
+    fn sinks(&self, cfg: &Config, primary: Box<dyn EventSink>) -> Result<SinkSet, DaemonError> {
+        let mut set = SinkSet::new(primary);
+        if cfg.captions.enabled() {
+            set = set.with_captions(CaptionWriter::create(&cfg.captions)?);
+        }
+        if let Some(h) = &self.hub {
+            set = set.with_hub(h.clone());
+        }
+        if let Some(m) = &self.mqtt {
+            set = set.with_mqtt(m.clone());
+        }
+        if let Some(m) = &self.metrics {
+            set = set.with_metrics(m.clone());
+        }
+        Ok(set)
+    }
+
+    /// Periodic stats on MQTT (`mqtt.stats_interval_s`), until `done` is set.
+    fn spawn_stats_ticker(&self, cfg: &Config, done: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
+        let mqtt = self.mqtt.clone()?;
+        let every = Duration::from_secs(cfg.mqtt.stats_interval_s as u64);
+        if every.is_zero() {
+            return None;
+        }
+        let counters = self.counters.clone();
+        let metrics = self.metrics.clone();
+        let started = Instant::now();
+        std::thread::Builder::new()
+            .name("stats".into())
+            .spawn(move || {
+                let mut next = started + every;
+                while !done.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(100));
+                    if let Some(m) = &metrics {
+                        m.set_mqtt(mqtt.stats());
+                    }
+                    if Instant::now() >= next {
+                        next += every;
+                        let s = live_stats(&counters, started);
+                        mqtt.publish_stats(s.to_string().as_bytes());
+                    }
+                }
+            })
+            .ok()
+    }
+
+    /// Tell every client the run is over, deliver what is queued, stop the listeners.
+    fn finish(mut self, stats: Option<&RunStats>) {
+        self.status("finished");
+        if let Some(mqtt) = self.mqtt.take() {
+            if let Some(st) = stats {
+                let mut v = serde_json::to_value(st).unwrap_or_default();
+                v["type"] = "final_stats".into();
+                mqtt.publish_stats(v.to_string().as_bytes());
+            }
+            match Arc::try_unwrap(mqtt) {
+                Ok(m) => {
+                    let s = m.shutdown(Duration::from_secs(2));
+                    log::info!(
+                        "mqtt: {} events published, {} acknowledged, {} dropped (offline queue full)",
+                        s.published,
+                        s.acked,
+                        s.dropped_queue_full
+                    );
+                }
+                Err(_) => log::warn!("mqtt: still shared at shutdown; not waiting for acknowledgements"),
+            }
+        }
+        if let Some(s) = self.server.take() {
+            s.shutdown(Duration::from_secs(1));
+        }
+    }
+}
+
+/// Counters as JSON for the MQTT stats topic.
+fn live_stats(c: &Counters, started: Instant) -> serde_json::Value {
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let audio_s = get(&c.samples_in) as f64 / crate::audio::PIPELINE_RATE_HZ as f64;
+    let cpu_s = crate::resources::cpu_seconds();
+    serde_json::json!({
+        "type": "stats",
+        "uptime_s": started.elapsed().as_secs_f64(),
+        "audio_s": audio_s,
+        "cpu_s_per_audio_s": if audio_s > 0.0 { cpu_s / audio_s } else { 0.0 },
+        "utterances": get(&c.utterances),
+        "events": get(&c.events),
+        "dropped": {
+            "ring_samples": get(&c.ring_dropped_samples),
+            "utterances_queue_full": get(&c.utterances_dropped_queue_full),
+            "partials_asr_busy": get(&c.partials_skipped_busy),
+        },
+        "peak_rss_mb": crate::resources::peak_rss_mb(),
+    })
 }
 
 /// Run the daemon on `cfg` until the source ends or `stop` is set.
-pub fn run(cfg: &Config, stop: Arc<AtomicBool>) -> Result<RunStats, DaemonError> {
+pub fn run(cfg: &Config, stop: Arc<AtomicBool>) -> Result<DaemonReport, DaemonError> {
     let source = open_source(cfg)?;
     log::info!("source: {}", source.describe());
+    let outputs = Outputs::start(cfg)?;
+    let http_addr = outputs.server.as_ref().map(|s| s.local_addr());
+    outputs.status("loading");
     let engine = Engine::load(cfg)?;
     log::info!(
         "models loaded in {:.0} ms: {:?}",
         engine.load_ms,
         engine.models
     );
-    let mut sink = open_sink(cfg)?;
+    if let Some(m) = &outputs.metrics {
+        m.set_model_load_seconds(engine.load_ms / 1000.0);
+    }
+    let mut sink = outputs.sinks(cfg, open_sink(cfg)?)?;
     let realtime = matches!(cfg.source, SourceConfig::Wav { realtime: true, .. });
     let opts = RunOptions {
         realtime,
         stop,
+        counters: outputs.counters.clone(),
         ..Default::default()
     };
-    let stats = pipeline::run_stream(&engine, cfg, source, sink.as_mut(), &opts)?;
-    Ok(stats)
+    let ticker_done = Arc::new(AtomicBool::new(false));
+    let ticker = outputs.spawn_stats_ticker(cfg, ticker_done.clone());
+    outputs.status("running");
+    let cpu0 = crate::resources::cpu_seconds();
+    let result = pipeline::run_stream(&engine, cfg, source, &mut sink, &opts);
+    let stream_cpu_s = crate::resources::cpu_seconds() - cpu0;
+    ticker_done.store(true, Ordering::Relaxed);
+    if let Some(t) = ticker {
+        let _ = t.join();
+    }
+    drop(sink);
+    outputs.finish(result.as_ref().ok());
+    Ok(DaemonReport {
+        stats: result?,
+        stream_cpu_s,
+        model_load_ms: engine.load_ms,
+        http_addr,
+    })
 }

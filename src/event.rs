@@ -63,9 +63,30 @@ pub struct UtteranceFeatures {
     pub prosody: Vec<f32>,
 }
 
+/// Interim text of the utterance still being spoken (`asr.interim_every_ms`). The final
+/// `utterance` event with the same `id` replaces it; partials never carry scores.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PartialEvent {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The id the final utterance event will carry.
+    pub id: u64,
+    pub start_s: f64,
+    /// End of the audio decoded so far (seconds from the start of the stream).
+    pub end_s: f64,
+    pub text: String,
+    pub language: String,
+    /// Wall time of this interim decode.
+    pub decode_ms: f64,
+}
+
 /// Where events go. Implementations must write whole lines or nothing.
 pub trait EventSink {
     fn write(&mut self, ev: &UtteranceEvent) -> std::io::Result<()>;
+    /// Interim text; sinks that only want final results ignore it.
+    fn partial(&mut self, _p: &PartialEvent) -> std::io::Result<()> {
+        Ok(())
+    }
     fn flush(&mut self) -> std::io::Result<()>;
 }
 
@@ -74,6 +95,7 @@ pub trait EventSink {
 pub struct JsonLinesSink<W: Write> {
     out: W,
     line: Vec<u8>,
+    partials: bool,
 }
 
 impl<W: Write> JsonLinesSink<W> {
@@ -81,17 +103,34 @@ impl<W: Write> JsonLinesSink<W> {
         Self {
             out,
             line: Vec::with_capacity(1024),
+            partials: false,
         }
+    }
+
+    /// Also write `partial` lines (`output.partials`).
+    pub fn with_partials(mut self, on: bool) -> Self {
+        self.partials = on;
+        self
+    }
+
+    fn write_line<T: Serialize>(&mut self, v: &T) -> std::io::Result<()> {
+        self.line.clear();
+        serde_json::to_writer(&mut self.line, v)?;
+        self.line.push(b'\n');
+        self.out.write_all(&self.line)?;
+        self.out.flush()
     }
 }
 
 impl<W: Write> EventSink for JsonLinesSink<W> {
     fn write(&mut self, ev: &UtteranceEvent) -> std::io::Result<()> {
-        self.line.clear();
-        serde_json::to_writer(&mut self.line, ev)?;
-        self.line.push(b'\n');
-        self.out.write_all(&self.line)?;
-        self.out.flush()
+        self.write_line(ev)
+    }
+    fn partial(&mut self, p: &PartialEvent) -> std::io::Result<()> {
+        if self.partials {
+            self.write_line(p)?;
+        }
+        Ok(())
     }
     fn flush(&mut self) -> std::io::Result<()> {
         self.out.flush()
@@ -100,11 +139,15 @@ impl<W: Write> EventSink for JsonLinesSink<W> {
 
 /// Collects events in memory (tests, `features`, `eval`).
 #[derive(Default)]
-pub struct VecSink(pub Vec<UtteranceEvent>);
+pub struct VecSink(pub Vec<UtteranceEvent>, pub Vec<PartialEvent>);
 
 impl EventSink for VecSink {
     fn write(&mut self, ev: &UtteranceEvent) -> std::io::Result<()> {
         self.0.push(ev.clone());
+        Ok(())
+    }
+    fn partial(&mut self, p: &PartialEvent) -> std::io::Result<()> {
+        self.1.push(p.clone());
         Ok(())
     }
     fn flush(&mut self) -> std::io::Result<()> {

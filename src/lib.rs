@@ -2,7 +2,8 @@
 //!
 //! Data flows one way: [`audio`] sources -> ring buffer -> [`segment`] (Silero VAD +
 //! endpointing) -> per-utterance views ([`asr`] text, [`prosody`], later vision) ->
-//! [`fusion`] -> sinks ([`event`]). [`pipeline`] wires the stages with bounded queues;
+//! [`fusion`] -> sinks ([`event`] JSON lines, [`sinks`]: captions, browser overlay and
+//! metrics over HTTP, MQTT). [`pipeline`] wires the stages with bounded queues;
 //! [`daemon`] builds them from a [`config::Config`].
 
 pub mod asr;
@@ -12,10 +13,12 @@ pub mod context;
 pub mod daemon;
 pub mod event;
 pub mod fusion;
+pub mod metrics;
 pub mod models;
 pub mod onnx;
 pub mod pipeline;
 pub mod prosody;
 pub mod resources;
 pub mod segment;
+pub mod sinks;
 pub mod text;

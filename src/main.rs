@@ -146,9 +146,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Cmd::Run { config } => {
             let cfg = Config::load(&config).map_err(DaemonError::from)?;
             let stop = install_stop_handler()?;
-            let cpu0 = resources::cpu_seconds();
-            let stats = daemon::run(&cfg, stop)?;
-            report_with_cpu(&stats, None, resources::cpu_seconds() - cpu0, f64::NAN)?;
+            let r = daemon::run(&cfg, stop)?;
+            report_with_cpu(&r.stats, None, r.stream_cpu_s, r.model_load_ms)?;
             Ok(0)
         }
         Cmd::Replay {
@@ -194,8 +193,8 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 })
             })?;
             let stop = install_stop_handler()?;
-            let (run_stats, cpu, load_ms) = replay(&cfg, realtime, stop)?;
-            report_with_cpu(&run_stats, stats.as_deref(), cpu, load_ms)?;
+            let r = daemon::run(&cfg, stop)?;
+            report_with_cpu(&r.stats, stats.as_deref(), r.stream_cpu_s, r.model_load_ms)?;
             Ok(0)
         }
         Cmd::Validate { file } => {
@@ -226,28 +225,6 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         } => features(&manifest, &out, config.as_deref()),
         Cmd::Embed { input, out } => embed(&input, &out),
     }
-}
-
-/// Returns the run's stats, the CPU seconds of the stream alone (model loading
-/// excluded) and the model load time.
-fn replay(
-    cfg: &Config,
-    realtime: bool,
-    stop: Arc<AtomicBool>,
-) -> Result<(RunStats, f64, f64), DaemonError> {
-    let source = daemon::open_source(cfg)?;
-    log::info!("replay: {}", source.describe());
-    let engine = Engine::load(cfg)?;
-    log::info!("models loaded in {:.0} ms", engine.load_ms);
-    let mut sink = daemon::open_sink(cfg)?;
-    let opts = RunOptions {
-        realtime,
-        stop,
-        ..Default::default()
-    };
-    let cpu0 = resources::cpu_seconds();
-    let stats = pipeline::run_stream(&engine, cfg, source, sink.as_mut(), &opts)?;
-    Ok((stats, resources::cpu_seconds() - cpu0, engine.load_ms))
 }
 
 fn install_stop_handler() -> anyhow::Result<Arc<AtomicBool>> {

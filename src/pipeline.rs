@@ -9,7 +9,11 @@
 //! - utterance queue (`buffers.utterance_queue`): a live stream drops the newest
 //!   utterance and counts it (`dropped.utterances_queue_full`); files wait.
 //! - event queue (`buffers.event_queue`): the analyser waits for the sink (events are
-//!   the product; they are never dropped).
+//!   the product; they are never dropped). Interim (partial) text is best-effort: it is
+//!   dropped and counted when the queue is full (`partials_dropped_queue_full`).
+//! - interim request queue (capacity 1): while the interim decoder is busy, newer
+//!   requests are skipped and counted (`partials_skipped_busy`); the next one carries
+//!   all the audio so far anyway.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -26,7 +30,7 @@ use crate::asr::{AsrError, AsrModel, AsrStream};
 use crate::audio::{AudioError, AudioSource, PIPELINE_RATE_HZ};
 use crate::config::Config;
 use crate::context::{ContextStore, ContextTranscript};
-use crate::event::{EventSink, LatencyMs, UtteranceEvent, UtteranceFeatures, Views};
+use crate::event::{EventSink, LatencyMs, PartialEvent, UtteranceEvent, UtteranceFeatures, Views};
 use crate::fusion::{Fusion, HeadError};
 use crate::models::{ModelError, ModelStore};
 use crate::prosody::{self, FrameExtractor, ProsodyError};
@@ -145,7 +149,8 @@ impl Engine {
     }
 }
 
-/// Counters every stage updates; all drops are here and in the run summary.
+/// Counters every stage updates; all drops are here, in the run summary and in
+/// `/metrics`. Gauges (queue depths, source state) hold the latest value.
 #[derive(Debug, Default)]
 pub struct Counters {
     pub samples_in: AtomicU64,
@@ -155,6 +160,14 @@ pub struct Counters {
     pub utterances_dropped_queue_full: AtomicU64,
     pub events: AtomicU64,
     pub empty_transcripts: AtomicU64,
+    pub partials: AtomicU64,
+    pub partials_skipped_busy: AtomicU64,
+    pub partials_stale: AtomicU64,
+    pub partials_dropped_queue_full: AtomicU64,
+    pub ring_fill_samples: AtomicU64,
+    pub utterance_queue_depth: AtomicU64,
+    pub event_queue_depth: AtomicU64,
+    pub source_running: AtomicBool,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -190,6 +203,7 @@ pub struct RunStats {
     pub utterances: u64,
     pub events: u64,
     pub too_short: u64,
+    pub partials: u64,
     pub empty_transcripts: u64,
     pub dropped: BTreeMap<String, u64>,
     pub stages: BTreeMap<String, StageSummary>,
@@ -203,6 +217,8 @@ pub struct RunOptions {
     pub with_features: bool,
     /// Set to stop early (SIGTERM); the current utterance is finished and flushed.
     pub stop: Arc<AtomicBool>,
+    /// Shared with whoever reports them live (`/metrics`, MQTT stats).
+    pub counters: Arc<Counters>,
 }
 
 impl Default for RunOptions {
@@ -211,8 +227,24 @@ impl Default for RunOptions {
             realtime: false,
             with_features: false,
             stop: Arc::new(AtomicBool::new(false)),
+            counters: Arc::new(Counters::default()),
         }
     }
+}
+
+/// What the analysis threads hand to the sink.
+enum Emitted {
+    Utterance(Box<UtteranceEvent>),
+    Partial(PartialEvent),
+}
+
+/// Audio of the utterance in progress, for an interim decode.
+struct InterimRequest {
+    /// The id the utterance will get when it ends.
+    id: u64,
+    speech_start: u64,
+    audio_start: u64,
+    audio: Vec<f32>,
 }
 
 /// A finished utterance on its way to the analyser.
@@ -238,7 +270,7 @@ pub fn run_stream(
     opts: &RunOptions,
 ) -> Result<RunStats, PipelineError> {
     let t0 = Instant::now();
-    let counters = Arc::new(Counters::default());
+    let counters = opts.counters.clone();
     let seg = &cfg.segment;
     let ring_len =
         (cfg.buffers.ring_ms as usize * PIPELINE_RATE_HZ as usize / 1000).max(VAD_CHUNK * 4);
@@ -255,7 +287,10 @@ pub fn run_stream(
         audio_keep_s,
     )));
     let (utt_tx, utt_rx) = bounded::<Utterance>(cfg.buffers.utterance_queue);
-    let (ev_tx, ev_rx) = bounded::<UtteranceEvent>(cfg.buffers.event_queue);
+    let (ev_tx, ev_rx) = bounded::<Emitted>(cfg.buffers.event_queue);
+    let interim_every = ms_samples(cfg.asr.interim_every_ms);
+    let interim_on = interim_every > 0 && cfg.output.include_transcript;
+    let (int_tx, int_rx) = bounded::<InterimRequest>(1);
 
     // Set by any stage that fails, so the source stops feeding a pipeline that can no
     // longer drain (a file source would otherwise wait forever for ring space).
@@ -273,6 +308,7 @@ pub fn run_stream(
             .name("source".into())
             .spawn_scoped(s, move || -> Result<(), AudioError> {
                 let mut source = source;
+                src_counters.source_running.store(true, Ordering::Relaxed);
                 let mut buf = Vec::with_capacity(8192);
                 let started = Instant::now();
                 let mut pushed: u64 = 0;
@@ -313,6 +349,7 @@ pub fn run_stream(
                     }
                     Ok(())
                 })();
+                src_counters.source_running.store(false, Ordering::Relaxed);
                 src_done.store(true, Ordering::Release);
                 res
             })
@@ -341,8 +378,13 @@ pub fn run_stream(
                     let post = ms_samples(seg_cfg.segment.post_roll_ms);
                     let mut tmp = vec![0.0f32; VAD_CHUNK * 8];
                     let mut finishing = false;
+                    // Stream sample of the last interim request, and the utterance it was for.
+                    let mut interim_at: (u64, u64) = (u64::MAX, 0);
                     loop {
                         let n = cons.pop_slice(&mut tmp);
+                        seg_counters
+                            .ring_fill_samples
+                            .store(cons.occupied_len() as u64, Ordering::Relaxed);
                         if n == 0 {
                             if seg_done.load(Ordering::Acquire) && cons.is_empty() {
                                 finishing = true;
@@ -377,6 +419,18 @@ pub fn run_stream(
                             events.clear();
                             endpointer.push(p, chunk.len(), &mut events);
                             off = end;
+                            if interim_on {
+                                request_interim(
+                                    &endpointer,
+                                    &seg_ctx,
+                                    &seg_counters,
+                                    &int_tx,
+                                    interim_every,
+                                    pre,
+                                    next_id,
+                                    &mut interim_at,
+                                );
+                            }
                             for ev in events.drain(..) {
                                 handle_endpoint(
                                     ev,
@@ -417,6 +471,7 @@ pub fn run_stream(
                         }
                     }
                     drop(utt_tx);
+                    drop(int_tx);
                     Ok(vad_ms)
                 })();
                 if r.is_err() {
@@ -425,6 +480,24 @@ pub fn run_stream(
                 r
             })
             .expect("spawn segmenter thread");
+
+        // --- interim decoder thread (optional) ---------------------------------------
+        let interim_h = if interim_on {
+            let int_counters = counters.clone();
+            let int_cfg = cfg.clone();
+            let int_ev_tx = ev_tx.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("interim".into())
+                    .spawn_scoped(s, move || {
+                        interim_loop(engine, &int_cfg, int_rx, int_ev_tx, &int_counters)
+                    })
+                    .expect("spawn interim thread"),
+            )
+        } else {
+            drop(int_rx);
+            None
+        };
 
         // --- analyser thread -------------------------------------------------------
         let an_ctx = context.clone();
@@ -438,13 +511,16 @@ pub fn run_stream(
                 let r = (|| -> Result<(), PipelineError> {
                     let mut asr = engine.asr.stream(&an_cfg.asr)?;
                     for utt in utt_rx.iter() {
+                        an_counters
+                            .utterance_queue_depth
+                            .store(utt_rx.len() as u64, Ordering::Relaxed);
                         let ev = analyse(engine, &an_cfg, &mut asr, &an_ctx, utt, with_features)?;
                         if ev.transcript.as_deref().is_some_and(str::is_empty) {
                             an_counters
                                 .empty_transcripts
                                 .fetch_add(1, Ordering::Relaxed);
                         }
-                        if ev_tx.send(ev).is_err() {
+                        if ev_tx.send(Emitted::Utterance(Box::new(ev))).is_err() {
                             break;
                         }
                     }
@@ -459,7 +535,34 @@ pub fn run_stream(
 
         // --- sink (this thread) ------------------------------------------------------
         let mut sink_err = None;
-        for ev in ev_rx.iter() {
+        let mut last_final: Option<u64> = None;
+        for emitted in ev_rx.iter() {
+            counters
+                .event_queue_depth
+                .store(ev_rx.len() as u64, Ordering::Relaxed);
+            let ev = match emitted {
+                Emitted::Utterance(ev) => ev,
+                Emitted::Partial(p) => {
+                    // The final event of this utterance already went out.
+                    if last_final.is_some_and(|l| p.id <= l) {
+                        counters.partials_stale.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    if sink_err.is_none() {
+                        match sink.partial(&p) {
+                            Ok(()) => {
+                                counters.partials.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(e) => {
+                                abort.store(true, Ordering::Relaxed);
+                                sink_err = Some(e);
+                            }
+                        }
+                    }
+                    continue;
+                }
+            };
+            last_final = Some(ev.id);
             let l = &ev.latency_ms;
             for (k, v) in [
                 ("endpoint", l.endpoint),
@@ -494,6 +597,9 @@ pub fn run_stream(
         let an = analyser_h
             .join()
             .map_err(|_| PipelineError::Panic("analyser"))?;
+        if let Some(h) = interim_h {
+            h.join().map_err(|_| PipelineError::Panic("interim"))?;
+        }
         // The first error in data-flow order is the cause; later ones are consequences.
         src?;
         stages.insert("vad_chunk".into(), seg?);
@@ -516,12 +622,22 @@ pub fn run_stream(
         "utterances_queue_full".into(),
         c.utterances_dropped_queue_full.load(Ordering::Relaxed),
     );
+    if interim_on {
+        for (k, v) in [
+            ("partials_asr_busy", &c.partials_skipped_busy),
+            ("partials_stale", &c.partials_stale),
+            ("partials_event_queue_full", &c.partials_dropped_queue_full),
+        ] {
+            dropped.insert(k.into(), v.load(Ordering::Relaxed));
+        }
+    }
     Ok(RunStats {
         audio_s: c.samples_in.load(Ordering::Relaxed) as f64 / RATE,
         wall_s: t0.elapsed().as_secs_f64(),
         utterances: c.utterances.load(Ordering::Relaxed),
         events: c.events.load(Ordering::Relaxed),
         too_short: c.too_short.load(Ordering::Relaxed),
+        partials: c.partials.load(Ordering::Relaxed),
         empty_transcripts: c.empty_transcripts.load(Ordering::Relaxed),
         dropped,
         stages: stages
@@ -577,6 +693,9 @@ fn handle_endpoint(
     };
     *next_id += 1;
     counters.utterances.fetch_add(1, Ordering::Relaxed);
+    counters
+        .utterance_queue_depth
+        .store(tx.len() as u64 + 1, Ordering::Relaxed);
     if live {
         if let Err(TrySendError::Full(u)) = tx.try_send(utt) {
             counters
@@ -591,6 +710,94 @@ fn handle_endpoint(
         }
     } else {
         let _ = tx.send(utt);
+    }
+}
+
+/// Ask for an interim decode every `every` samples of an utterance in progress.
+#[allow(clippy::too_many_arguments)]
+fn request_interim(
+    endpointer: &Endpointer,
+    ctx: &Mutex<ContextStore>,
+    counters: &Counters,
+    tx: &Sender<InterimRequest>,
+    every: u64,
+    pre: u64,
+    next_id: u64,
+    last: &mut (u64, u64),
+) {
+    let Some(speech_start) = endpointer.open_speech_start() else {
+        return;
+    };
+    let pos = endpointer.position();
+    if last.1 != speech_start || last.0 == u64::MAX {
+        // A new utterance: its first interim comes `every` after its onset.
+        *last = (speech_start, speech_start);
+    }
+    if pos < last.0 + every {
+        return;
+    }
+    last.0 = pos;
+    let (audio_start, audio) = ctx
+        .lock()
+        .expect("context lock")
+        .audio_range(speech_start.saturating_sub(pre), pos);
+    let req = InterimRequest {
+        id: next_id,
+        speech_start,
+        audio_start,
+        audio,
+    };
+    if let Err(TrySendError::Full(_)) = tx.try_send(req) {
+        counters.partials_skipped_busy.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Decode the audio of utterances in progress and emit their interim text. Failures
+/// here never stop the pipeline: the final decode is what counts.
+fn interim_loop(
+    engine: &Engine,
+    cfg: &Config,
+    rx: crossbeam_channel::Receiver<InterimRequest>,
+    tx: Sender<Emitted>,
+    counters: &Counters,
+) {
+    let mut asr = match engine.asr.stream(&cfg.asr) {
+        Ok(a) => a,
+        Err(e) => {
+            log::warn!("interim text off: cannot create a second ASR state: {e}");
+            return;
+        }
+    };
+    for req in rx.iter() {
+        let t = Instant::now();
+        let tr = match asr.transcribe(&req.audio) {
+            Ok(t) => t,
+            Err(e) => {
+                log::warn!("interim decode of utterance {} failed: {e}", req.id);
+                continue;
+            }
+        };
+        if tr.text.is_empty() {
+            continue;
+        }
+        let p = PartialEvent {
+            kind: "partial",
+            id: req.id,
+            start_s: round3(req.speech_start as f64 / RATE),
+            end_s: round3((req.audio_start + req.audio.len() as u64) as f64 / RATE),
+            text: tr.text,
+            language: tr.language,
+            decode_ms: round3(ms_since(t)),
+        };
+        match tx.try_send(Emitted::Partial(p)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                counters
+                    .partials_dropped_queue_full
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            Err(TrySendError::Disconnected(_)) => break,
+        }
     }
 }
 

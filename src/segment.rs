@@ -238,6 +238,11 @@ impl Endpointer {
         self.pos
     }
 
+    /// Onset (stream sample) of the speech in progress, if any: interim decoding.
+    pub fn open_speech_start(&self) -> Option<u64> {
+        self.active.map(|a| a.start)
+    }
+
     /// Feed the probability of the chunk covering `[pos, pos + len)`.
     pub fn push(&mut self, prob: f32, len: usize, out: &mut Vec<EndpointEvent>) {
         let chunk_start = self.pos;

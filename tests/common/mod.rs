@@ -2,6 +2,9 @@
 //! models from the cache, and the pipeline exactly as the daemon runs it.
 #![allow(dead_code)]
 
+pub mod mosquitto;
+pub mod webdriver;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;

@@ -1,0 +1,364 @@
+//! Prometheus metrics, served at `/metrics` in the OpenMetrics text format (which
+//! Prometheus scrapes natively) by the HTTP listener.
+//!
+//! Two kinds of figures: histograms and counters that the sink thread updates as events
+//! pass (`observe_*`), and values read at scrape time from the pipeline's own atomic
+//! counters, the SSE hub and the process (a collector), so a scrape always shows the
+//! live drop counts and queue depths without the pipeline knowing about Prometheus.
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use crate::event::UtteranceEvent;
+use crate::pipeline::Counters;
+use crate::sinks::http::Hub;
+use crate::sinks::mqtt::MqttStats;
+
+/// `Content-Type` of [`Metrics::encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+type Labels = Vec<(&'static str, String)>;
+type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 1 ms .. ~16 s in powers of two: VAD chunks at the bottom, Whisper on 15 s at the top.
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    stage_latency: HistogramFamily,
+    events: Family<Labels, Counter>,
+    flags: Counter,
+    sink_errors: Family<Labels, Counter>,
+    live: Arc<LiveCollector>,
+}
+
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+/// Read at scrape time.
+#[derive(Debug)]
+struct LiveCollector {
+    counters: Arc<Counters>,
+    hub: OnceLock<Arc<Hub>>,
+    mqtt: Mutex<Option<MqttStats>>,
+    model_load_s: Mutex<Option<f64>>,
+    started: std::time::Instant,
+}
+
+impl Metrics {
+    /// `build` labels go into `sarcasmd_build_info` (version, models, profile).
+    pub fn new(counters: Arc<Counters>, build: &[(&'static str, String)]) -> Self {
+        let mut registry = Registry::with_prefix("sarcasmd");
+        let stage_latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "stage_latency_seconds",
+            "Per-utterance wall time of each pipeline stage; stage=total is end of speech to event",
+            stage_latency.clone(),
+        );
+        let events = Family::<Labels, Counter>::default();
+        registry.register(
+            "events",
+            "Events delivered to the sinks, by type (utterance, partial)",
+            events.clone(),
+        );
+        let flags = Counter::default();
+        registry.register(
+            "sarcasm_flags",
+            "Utterances flagged sarcastic (p_sarcastic >= threshold)",
+            flags.clone(),
+        );
+        let sink_errors = Family::<Labels, Counter>::default();
+        registry.register(
+            "sink_errors",
+            "Writes a secondary sink (captions, MQTT) could not complete; the daemon keeps running",
+            sink_errors.clone(),
+        );
+        let mut info: Labels = vec![("version", env!("CARGO_PKG_VERSION").to_string())];
+        info.extend(build.iter().cloned());
+        registry.register("build", "Build and model information", Info::new(info));
+        let live = Arc::new(LiveCollector {
+            counters,
+            hub: OnceLock::new(),
+            mqtt: Mutex::new(None),
+            model_load_s: Mutex::new(None),
+            started: std::time::Instant::now(),
+        });
+        registry.register_collector(Box::new(live.clone()));
+        Self {
+            registry,
+            stage_latency,
+            events,
+            flags,
+            sink_errors,
+            live,
+        }
+    }
+
+    pub fn attach_hub(&self, hub: Arc<Hub>) {
+        let _ = self.live.hub.set(hub);
+    }
+
+    pub fn set_model_load_seconds(&self, s: f64) {
+        *self.live.model_load_s.lock().expect("metrics lock") = Some(s);
+    }
+
+    pub fn set_mqtt(&self, stats: MqttStats) {
+        *self.live.mqtt.lock().expect("metrics lock") = Some(stats);
+    }
+
+    pub fn observe_utterance(&self, ev: &UtteranceEvent) {
+        let l = &ev.latency_ms;
+        for (stage, ms) in [
+            ("endpoint", l.endpoint),
+            ("queue", l.queue),
+            ("asr", l.asr),
+            ("text", l.text),
+            ("audio", l.audio),
+            ("fusion", l.fusion),
+            ("total", l.total),
+        ] {
+            self.stage_latency
+                .get_or_create(&vec![("stage", stage.to_string())])
+                .observe(ms / 1000.0);
+        }
+        self.events
+            .get_or_create(&vec![("type", "utterance".to_string())])
+            .inc();
+        if ev.sarcastic {
+            self.flags.inc();
+        }
+    }
+
+    pub fn observe_partial(&self) {
+        self.events
+            .get_or_create(&vec![("type", "partial".to_string())])
+            .inc();
+    }
+
+    pub fn sink_error(&self, sink: &'static str) {
+        self.sink_errors
+            .get_or_create(&vec![("sink", sink.to_string())])
+            .inc();
+    }
+
+    /// The whole exposition, ending with `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(8192);
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+fn counter<N: prometheus_client::encoding::EncodeCounterValue>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    v: N,
+) -> fmt::Result {
+    let c = ConstCounter::new(v);
+    c.encode(enc.encode_descriptor(name, help, None, c.metric_type())?)
+}
+
+fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> fmt::Result {
+    let g = ConstGauge::new(v);
+    g.encode(enc.encode_descriptor(name, help, None, g.metric_type())?)
+}
+
+fn family(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    label: &'static str,
+    items: &[(&str, f64)],
+) -> fmt::Result {
+    let mut me = enc.encode_descriptor(name, help, None, kind)?;
+    for &(value, v) in items {
+        let labels = [(label, value)];
+        let fe = me.encode_family(&labels)?;
+        match kind {
+            MetricType::Counter => ConstCounter::new(v).encode(fe)?,
+            _ => ConstGauge::new(v).encode(fe)?,
+        }
+    }
+    Ok(())
+}
+
+/// Resident set size now, from `/proc/self/statm` (pages).
+fn rss_bytes() -> Option<f64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: f64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * page.max(4096) as f64)
+}
+
+impl Collector for LiveCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let c = &self.counters;
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let audio_s = get(&c.samples_in) as f64 / crate::audio::PIPELINE_RATE_HZ as f64;
+        let cpu_s = crate::resources::cpu_seconds();
+        counter(
+            &mut enc,
+            "audio_seconds",
+            "Audio received from the source",
+            audio_s,
+        )?;
+        counter(
+            &mut enc,
+            "cpu_seconds",
+            "CPU time (user + system) of the whole process",
+            cpu_s,
+        )?;
+        gauge(
+            &mut enc,
+            "realtime_factor",
+            "CPU seconds per audio second since start (below 1 keeps up on one core)",
+            if audio_s > 0.0 { cpu_s / audio_s } else { 0.0 },
+        )?;
+        counter(
+            &mut enc,
+            "utterances",
+            "Utterances cut by the endpointer and sent to analysis",
+            get(&c.utterances),
+        )?;
+        family(
+            &mut enc,
+            "discarded_utterances",
+            "Speech that produced no event, by reason",
+            MetricType::Counter,
+            "reason",
+            &[
+                ("too_short", get(&c.too_short) as f64),
+                ("empty_transcript", get(&c.empty_transcripts) as f64),
+            ],
+        )?;
+        counter(
+            &mut enc,
+            "dropped_samples",
+            "Audio samples dropped because the ring between source and segmenter was full (live sources)",
+            get(&c.ring_dropped_samples),
+        )?;
+        let (lagged, clients) = self
+            .hub
+            .get()
+            .map_or((0, 0), |h| (h.lagged_events(), h.clients()));
+        let mqtt = self.mqtt.lock().expect("metrics lock").clone();
+        family(
+            &mut enc,
+            "dropped_events",
+            "Events or requests dropped by a full bounded queue, by reason",
+            MetricType::Counter,
+            "reason",
+            &[
+                (
+                    "utterance_queue_full",
+                    get(&c.utterances_dropped_queue_full) as f64,
+                ),
+                ("partial_asr_busy", get(&c.partials_skipped_busy) as f64),
+                ("partial_stale", get(&c.partials_stale) as f64),
+                ("partial_event_queue_full", get(&c.partials_dropped_queue_full) as f64),
+                ("sse_client_lagged", lagged as f64),
+                (
+                    "mqtt_offline_queue_full",
+                    mqtt.as_ref().map_or(0.0, |m| m.dropped_queue_full as f64),
+                ),
+            ],
+        )?;
+        family(
+            &mut enc,
+            "queue_depth",
+            "Items waiting in each bounded queue now (audio ring in samples)",
+            MetricType::Gauge,
+            "queue",
+            &[
+                ("audio_ring_samples", get(&c.ring_fill_samples) as f64),
+                ("utterances", get(&c.utterance_queue_depth) as f64),
+                ("events", get(&c.event_queue_depth) as f64),
+                (
+                    "mqtt_offline",
+                    mqtt.as_ref().map_or(0.0, |m| m.queued as f64),
+                ),
+            ],
+        )?;
+        family(
+            &mut enc,
+            "device_up",
+            "1 while the device delivers data, 0 when it is absent, stopped or failed",
+            MetricType::Gauge,
+            "device",
+            &[(
+                "audio",
+                if c.source_running.load(Ordering::Relaxed) {
+                    1.0
+                } else {
+                    0.0
+                },
+            )],
+        )?;
+        gauge(
+            &mut enc,
+            "sse_clients",
+            "Browser overlays and other SSE clients connected now",
+            clients as f64,
+        )?;
+        if let Some(m) = &mqtt {
+            gauge(
+                &mut enc,
+                "mqtt_connected",
+                "1 while connected to the MQTT broker",
+                if m.connected { 1.0 } else { 0.0 },
+            )?;
+            family(
+                &mut enc,
+                "mqtt_messages",
+                "MQTT event messages handed to the broker and acknowledged (QoS 1)",
+                MetricType::Counter,
+                "state",
+                &[("published", m.published as f64), ("acked", m.acked as f64)],
+            )?;
+        }
+        if let Some(s) = *self.model_load_s.lock().expect("metrics lock") {
+            gauge(
+                &mut enc,
+                "model_load_seconds",
+                "Wall time to load and check every model at start",
+                s,
+            )?;
+        }
+        if let Some(b) = rss_bytes() {
+            gauge(&mut enc, "resident_memory_bytes", "Resident set size now", b)?;
+        }
+        gauge(
+            &mut enc,
+            "peak_resident_memory_bytes",
+            "Peak resident set size since start",
+            crate::resources::peak_rss_mb() * 1024.0 * 1024.0,
+        )?;
+        gauge(
+            &mut enc,
+            "uptime_seconds",
+            "Seconds since the daemon started",
+            self.started.elapsed().as_secs_f64(),
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,510 @@
+//! Live caption files: WebVTT (`text/vtt`) and SRT, one cue per Whisper segment, written
+//! as soon as the utterance's event is final.
+//!
+//! Cue times come from Whisper's segment timestamps (stream seconds), clamped into the
+//! utterance's speech span so a trimmed-encoder timestamp can never point outside it, and
+//! made non-overlapping because many players (and SRT) cannot show overlapping cues.
+//! Sarcastic cues are wrapped in `<c.sarcasm>` (WebVTT) so a player or overlay can style
+//! them with `::cue(.sarcasm)`, and every utterance is preceded by a `NOTE` carrying its
+//! score. SRT has neither classes nor comments: sarcastic lines get a `<font>` colour,
+//! which most SRT players honour. Each utterance's cues are written with one `write_all`
+//! and flushed, so a reader tailing the file never sees half a cue block.
+
+use std::fmt::Write as _;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::config::FieldError;
+use crate::event::UtteranceEvent;
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CaptionsConfig {
+    /// WebVTT file written live; truncated when the daemon starts (cue times are
+    /// seconds from the start of the stream).
+    pub vtt: Option<PathBuf>,
+    /// SRT file written live, same cues.
+    pub srt: Option<PathBuf>,
+    /// Speaker name for `<v ...>` voice tags (a lectern or single-speaker microphone);
+    /// none: no voice tags. sarcasmd does not diarise speakers.
+    pub speaker: Option<String>,
+    /// Longest cue on screen; longer Whisper segments are split at word boundaries.
+    pub max_cue_ms: u32,
+    /// When a file reaches this size it is renamed to `<name>.1` (replacing an older
+    /// one) and a new file is started, so a daemon running for months stays bounded.
+    pub rotate_mb: u32,
+}
+
+impl Default for CaptionsConfig {
+    fn default() -> Self {
+        Self {
+            vtt: None,
+            srt: None,
+            speaker: None,
+            max_cue_ms: 7_000,
+            rotate_mb: 64,
+        }
+    }
+}
+
+impl CaptionsConfig {
+    pub fn enabled(&self) -> bool {
+        self.vtt.is_some() || self.srt.is_some()
+    }
+
+    pub fn validate(&self, include_transcript: bool) -> Result<(), FieldError> {
+        if self.enabled() && !include_transcript {
+            return Err(FieldError::new(
+                "captions",
+                "captions are transcripts: remove captions.vtt/captions.srt or set output.include_transcript = true",
+            ));
+        }
+        if let Some(s) = &self.speaker {
+            if s.trim().is_empty() || s.contains(['<', '>', '&', '\n']) || s.contains("-->") {
+                return Err(FieldError::new(
+                    "captions.speaker",
+                    "must be a non-empty name without <, >, &, newlines or -->",
+                ));
+            }
+        }
+        if !(1_000..=30_000).contains(&self.max_cue_ms) {
+            return Err(FieldError::new(
+                "captions.max_cue_ms",
+                "must be within 1000..=30000",
+            ));
+        }
+        if self.rotate_mb == 0 {
+            return Err(FieldError::new("captions.rotate_mb", "must be at least 1"));
+        }
+        if let (Some(a), Some(b)) = (&self.vtt, &self.srt) {
+            if a == b {
+                return Err(FieldError::new(
+                    "captions.srt",
+                    "must be a different file from captions.vtt",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum CaptionsError {
+    #[error("{path}: cannot write captions: {source} (check the directory exists and is writable by the daemon's user)")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// One caption cue in stream seconds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cue {
+    pub start_s: f64,
+    pub end_s: f64,
+    pub text: String,
+}
+
+/// Cues for one utterance: one per Whisper segment, split when longer than `max_cue_s`,
+/// clamped into `[start_s, end_s]` of the utterance (widened by a small margin) and
+/// starting no earlier than `not_before_s` (the previous cue's end).
+pub fn cues_for(ev: &UtteranceEvent, max_cue_s: f64, not_before_s: f64) -> Vec<Cue> {
+    // Whisper's timestamps may start a little before the VAD onset (pre-roll) and end
+    // after the VAD end (post-roll); allow that much, no more.
+    const MARGIN_S: f64 = 0.3;
+    const MIN_CUE_S: f64 = 0.5;
+    let lo = (ev.start_s - MARGIN_S).max(not_before_s).max(0.0);
+    let hi = (ev.end_s + MARGIN_S).max(lo + MIN_CUE_S);
+    let mut pieces: Vec<(f64, f64, String)> = ev
+        .asr_segments
+        .iter()
+        .map(|s| (s.start_s, s.end_s, s.text.trim().to_string()))
+        .filter(|(_, _, t)| !t.is_empty())
+        .collect();
+    if pieces.is_empty() {
+        match ev.transcript.as_deref().map(str::trim) {
+            Some(t) if !t.is_empty() => pieces.push((ev.start_s, ev.end_s, t.to_string())),
+            _ => return Vec::new(),
+        }
+    }
+    let mut out: Vec<Cue> = Vec::new();
+    for (s, e, text) in pieces {
+        let mut start = s.clamp(lo, hi);
+        if let Some(prev) = out.last() {
+            start = start.max(prev.end_s);
+        }
+        let end = e.clamp(start, hi).max(start + MIN_CUE_S);
+        split_cue(start, end, &text, max_cue_s, &mut out);
+    }
+    out
+}
+
+/// Split a long cue at word boundaries into pieces of about equal length, dividing its
+/// time by character count (speech rate is roughly constant within a segment).
+fn split_cue(start: f64, end: f64, text: &str, max_cue_s: f64, out: &mut Vec<Cue>) {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let parts = (((end - start) / max_cue_s).ceil() as usize).clamp(1, words.len().max(1));
+    if parts == 1 {
+        out.push(Cue {
+            start_s: start,
+            end_s: end,
+            text: words.join(" "),
+        });
+        return;
+    }
+    let total_chars: usize = words.iter().map(|w| w.len() + 1).sum();
+    let secs_per_char = (end - start) / total_chars as f64;
+    let target = total_chars as f64 / parts as f64;
+    let (mut chars, mut done, mut from, mut piece_start) = (0usize, 0usize, 0usize, start);
+    for (i, w) in words.iter().enumerate() {
+        chars += w.len() + 1;
+        let last = i + 1 == words.len();
+        if last || chars as f64 >= target * (done + 1) as f64 {
+            let piece_end = if last {
+                end
+            } else {
+                start + chars as f64 * secs_per_char
+            };
+            out.push(Cue {
+                start_s: piece_start,
+                end_s: piece_end,
+                text: words[from..=i].join(" "),
+            });
+            done += 1;
+            from = i + 1;
+            piece_start = piece_end;
+        }
+    }
+}
+
+/// `hh:mm:ss.mmm` (WebVTT) or `hh:mm:ss,mmm` (SRT); hours grow past two digits.
+fn timestamp(t: f64, sep: char) -> String {
+    let ms = (t.max(0.0) * 1000.0).round() as u64;
+    format!(
+        "{:02}:{:02}:{:02}{sep}{:03}",
+        ms / 3_600_000,
+        ms / 60_000 % 60,
+        ms / 1000 % 60,
+        ms % 1000
+    )
+}
+
+/// Escape cue text for WebVTT: `&`, `<` and `>` are markup (and `-->` needs `>`).
+fn vtt_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// SRT has no escaping; keep its markup and the cue separator out of the text.
+fn srt_clean(s: &str) -> String {
+    s.replace('<', "‹").replace('>', "›").replace("\n\n", "\n")
+}
+
+/// The WebVTT block for one utterance: a NOTE with the score, then its cues.
+pub fn vtt_block(ev: &UtteranceEvent, cues: &[Cue], speaker: Option<&str>) -> String {
+    let mut b = String::new();
+    let _ = writeln!(
+        b,
+        "NOTE utterance {} p_sarcastic={:.3} sarcastic={} threshold={:.3}\n",
+        ev.id, ev.p_sarcastic, ev.sarcastic, ev.threshold
+    );
+    for (i, c) in cues.iter().enumerate() {
+        let mut text = vtt_escape(&c.text);
+        if ev.sarcastic {
+            text = format!("<c.sarcasm>{text}</c>");
+        }
+        if let Some(v) = speaker {
+            text = format!("<v {}>{text}</v>", vtt_escape(v));
+        }
+        let _ = write!(
+            b,
+            "u{}-{}\n{} --> {}\n{}\n\n",
+            ev.id,
+            i,
+            timestamp(c.start_s, '.'),
+            timestamp(c.end_s, '.'),
+            text
+        );
+    }
+    b
+}
+
+/// The SRT block for one utterance; `index` is the running cue number (1-based).
+pub fn srt_block(ev: &UtteranceEvent, cues: &[Cue], speaker: Option<&str>, index: &mut u64) -> String {
+    let mut b = String::new();
+    for c in cues {
+        let mut text = srt_clean(&c.text);
+        if let Some(v) = speaker {
+            text = format!("{}: {text}", srt_clean(v));
+        }
+        if ev.sarcastic {
+            text = format!("<font color=\"#ffb000\">{text}</font>");
+        }
+        let _ = write!(
+            b,
+            "{}\n{} --> {}\n{}\n\n",
+            index,
+            timestamp(c.start_s, ','),
+            timestamp(c.end_s, ','),
+            text
+        );
+        *index += 1;
+    }
+    b
+}
+
+struct CaptionFile {
+    path: PathBuf,
+    file: File,
+    written: u64,
+    header: &'static str,
+}
+
+impl CaptionFile {
+    fn create(path: &Path, header: &'static str) -> Result<Self, CaptionsError> {
+        let io = |source| CaptionsError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(true)
+            .open(path)
+            .map_err(io)?;
+        file.write_all(header.as_bytes()).map_err(io)?;
+        file.flush().map_err(io)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            file,
+            written: header.len() as u64,
+            header,
+        })
+    }
+
+    fn append(&mut self, block: &str, rotate_bytes: u64) -> Result<(), CaptionsError> {
+        if block.is_empty() {
+            return Ok(());
+        }
+        if self.written + block.len() as u64 > rotate_bytes {
+            let mut old = self.path.clone().into_os_string();
+            old.push(".1");
+            std::fs::rename(&self.path, &old).map_err(|source| CaptionsError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+            *self = Self::create(&self.path, self.header)?;
+        }
+        self.file
+            .write_all(block.as_bytes())
+            .and_then(|_| self.file.flush())
+            .map_err(|source| CaptionsError::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        self.written += block.len() as u64;
+        Ok(())
+    }
+}
+
+/// Writes WebVTT and/or SRT files as events arrive.
+pub struct CaptionWriter {
+    cfg: CaptionsConfig,
+    vtt: Option<CaptionFile>,
+    srt: Option<CaptionFile>,
+    srt_index: u64,
+    last_end_s: f64,
+}
+
+impl CaptionWriter {
+    /// Creates (truncates) the configured files and writes their headers.
+    pub fn create(cfg: &CaptionsConfig) -> Result<Self, CaptionsError> {
+        Ok(Self {
+            cfg: cfg.clone(),
+            vtt: cfg
+                .vtt
+                .as_deref()
+                .map(|p| CaptionFile::create(p, "WEBVTT\n\n"))
+                .transpose()?,
+            srt: cfg
+                .srt
+                .as_deref()
+                .map(|p| CaptionFile::create(p, ""))
+                .transpose()?,
+            srt_index: 1,
+            last_end_s: 0.0,
+        })
+    }
+
+    /// Append the cues of one final utterance. Both files are attempted even when one
+    /// fails; the first error is returned.
+    pub fn write(&mut self, ev: &UtteranceEvent) -> Result<(), CaptionsError> {
+        let cues = cues_for(ev, self.cfg.max_cue_ms as f64 / 1000.0, self.last_end_s);
+        if cues.is_empty() {
+            return Ok(());
+        }
+        let rotate = self.cfg.rotate_mb as u64 * 1024 * 1024;
+        let speaker = self.cfg.speaker.as_deref();
+        let mut first_err = None;
+        if let Some(f) = self.vtt.as_mut() {
+            if let Err(e) = f.append(&vtt_block(ev, &cues, speaker), rotate) {
+                first_err = Some(e);
+            }
+        }
+        if let Some(f) = self.srt.as_mut() {
+            let mut index = self.srt_index;
+            match f.append(&srt_block(ev, &cues, speaker, &mut index), rotate) {
+                Ok(()) => self.srt_index = index,
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        self.last_end_s = cues.last().map_or(self.last_end_s, |c| c.end_s);
+        first_err.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::asr::AsrSegment;
+    use crate::event::{LatencyMs, Views};
+
+    fn ev(id: u64, start: f64, end: f64, segs: &[(f64, f64, &str)], p: f32) -> UtteranceEvent {
+        UtteranceEvent {
+            kind: "utterance",
+            id,
+            start_s: start,
+            end_s: end,
+            transcript: Some(segs.iter().map(|s| s.2).collect::<Vec<_>>().join(" ")),
+            language: "en".into(),
+            p_sarcastic: p,
+            sarcastic: p >= 0.5,
+            threshold: 0.5,
+            views: Views::default(),
+            latency_ms: LatencyMs::default(),
+            models: Default::default(),
+            forced_split: false,
+            asr_segments: segs
+                .iter()
+                .map(|&(s, e, t)| AsrSegment {
+                    start_s: s,
+                    end_s: e,
+                    text: t.into(),
+                    no_speech_prob: 0.01,
+                })
+                .collect(),
+            asr_guards: vec![],
+            features: None,
+        }
+    }
+
+    fn golden_events() -> Vec<UtteranceEvent> {
+        vec![
+            ev(0, 0.8, 3.1, &[(0.6, 3.2, " Good morning, everyone.")], 0.12),
+            ev(
+                1,
+                4.5,
+                7.84,
+                &[(4.3, 7.9, " Oh great, another meeting that could have been an email.")],
+                0.71,
+            ),
+            // Whisper timestamp before the previous cue's end and beyond the utterance.
+            ev(2, 7.9, 9.0, &[(7.0, 12.0, " Fish & chips <3 --> later")], 0.2),
+            // A 16 s segment split into cues of at most 7 s.
+            ev(
+                3,
+                3600.0,
+                3616.0,
+                &[(3600.0, 3616.0, " one two three four five six seven eight nine ten eleven twelve")],
+                0.9,
+            ),
+        ]
+    }
+
+    fn render(speaker: Option<&str>) -> (String, String) {
+        let (mut vtt, mut srt) = (String::from("WEBVTT\n\n"), String::new());
+        let mut last = 0.0;
+        let mut idx = 1;
+        for e in golden_events() {
+            let cues = cues_for(&e, 7.0, last);
+            last = cues.last().map_or(last, |c| c.end_s);
+            vtt.push_str(&vtt_block(&e, &cues, speaker));
+            srt.push_str(&srt_block(&e, &cues, speaker, &mut idx));
+        }
+        (vtt, srt)
+    }
+
+    #[test]
+    fn webvtt_and_srt_match_golden_files() {
+        let (vtt, srt) = render(None);
+        assert_eq!(vtt, include_str!("../../tests/fixtures/captions.golden.vtt"));
+        assert_eq!(srt, include_str!("../../tests/fixtures/captions.golden.srt"));
+    }
+
+    #[test]
+    fn voice_tags_wrap_the_class_span() {
+        let (vtt, srt) = render(Some("Chair"));
+        assert!(vtt.contains("<v Chair><c.sarcasm>Oh great"), "{vtt}");
+        assert!(srt.contains("Chair: Oh great"), "{srt}");
+    }
+
+    #[test]
+    fn cues_never_overlap_and_stay_near_the_speech() {
+        let mut last = 0.0;
+        for e in golden_events() {
+            let cues = cues_for(&e, 7.0, last);
+            for c in &cues {
+                assert!(c.start_s >= last - 1e-9, "{c:?} starts before {last}");
+                assert!(c.end_s > c.start_s);
+                assert!(c.end_s - c.start_s <= 7.0 + 1e-9, "{c:?}");
+                assert!(c.end_s <= e.end_s + 0.3 + 0.5 + 1e-9, "{c:?}");
+                last = c.end_s;
+            }
+        }
+    }
+
+    #[test]
+    fn timestamps_keep_counting_past_99_hours() {
+        assert_eq!(timestamp(360_000.5, '.'), "100:00:00.500");
+        assert_eq!(timestamp(3.0456, ','), "00:00:03,046");
+    }
+
+    #[test]
+    fn writer_rotates_and_restarts_with_a_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = CaptionsConfig {
+            vtt: Some(dir.path().join("c.vtt")),
+            srt: Some(dir.path().join("c.srt")),
+            rotate_mb: 1,
+            ..Default::default()
+        };
+        let mut w = CaptionWriter::create(&cfg).unwrap();
+        let long = "word ".repeat(2000);
+        for i in 0..150 {
+            let t = i as f64 * 10.0;
+            w.write(&ev(i, t, t + 5.0, &[(t, t + 5.0, &long)], 0.1)).unwrap();
+        }
+        let rotated = std::fs::read_to_string(dir.path().join("c.vtt.1")).unwrap();
+        let current = std::fs::read_to_string(dir.path().join("c.vtt")).unwrap();
+        assert!(rotated.starts_with("WEBVTT\n\n") && current.starts_with("WEBVTT\n\n"));
+        assert!(current.len() < 1024 * 1024);
+        assert!(dir.path().join("c.srt.1").exists());
+    }
+
+    #[test]
+    fn privacy_mode_refuses_captions() {
+        let cfg = CaptionsConfig {
+            vtt: Some("x.vtt".into()),
+            ..Default::default()
+        };
+        assert_eq!(cfg.validate(false).unwrap_err().field, "captions");
+        assert!(cfg.validate(true).is_ok());
+    }
+}

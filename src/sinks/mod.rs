@@ -1,0 +1,117 @@
+//! Where results go besides the JSON-lines stream: caption files ([`captions`]), the
+//! browser overlay, SSE and `/metrics` ([`http`]), and MQTT for fleets ([`mqtt`]).
+//!
+//! [`SinkSet`] puts them behind one [`EventSink`]. The JSON-lines stream is primary: if
+//! it cannot be written the run stops (that is the daemon's contract with whoever reads
+//! it). Every other sink is secondary: a failure is logged once when it starts and once
+//! when it recovers, counted in `sarcasmd_sink_errors_total{sink}`, and retried with the
+//! next event, so a full disk or a dead broker never stops captioning or the overlay.
+
+pub mod captions;
+pub mod http;
+pub mod mqtt;
+
+use std::sync::Arc;
+
+use crate::event::{EventSink, PartialEvent, UtteranceEvent};
+use crate::metrics::Metrics;
+use captions::CaptionWriter;
+use http::Hub;
+use mqtt::MqttSink;
+
+pub struct SinkSet {
+    primary: Box<dyn EventSink>,
+    captions: Option<CaptionWriter>,
+    captions_failing: bool,
+    hub: Option<Arc<Hub>>,
+    mqtt: Option<Arc<MqttSink>>,
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl SinkSet {
+    pub fn new(primary: Box<dyn EventSink>) -> Self {
+        Self {
+            primary,
+            captions: None,
+            captions_failing: false,
+            hub: None,
+            mqtt: None,
+            metrics: None,
+        }
+    }
+
+    pub fn with_captions(mut self, w: CaptionWriter) -> Self {
+        self.captions = Some(w);
+        self
+    }
+
+    pub fn with_hub(mut self, hub: Arc<Hub>) -> Self {
+        self.hub = Some(hub);
+        self
+    }
+
+    pub fn with_mqtt(mut self, m: Arc<MqttSink>) -> Self {
+        self.mqtt = Some(m);
+        self
+    }
+
+    pub fn with_metrics(mut self, m: Arc<Metrics>) -> Self {
+        self.metrics = Some(m);
+        self
+    }
+}
+
+impl EventSink for SinkSet {
+    fn write(&mut self, ev: &UtteranceEvent) -> std::io::Result<()> {
+        self.primary.write(ev)?;
+        if let Some(m) = &self.metrics {
+            m.observe_utterance(ev);
+        }
+        if self.hub.is_some() || self.mqtt.is_some() {
+            let json = serde_json::to_string(ev)?;
+            if let Some(mq) = &self.mqtt {
+                mq.publish_event(json.as_bytes());
+                if let Some(m) = &self.metrics {
+                    m.set_mqtt(mq.stats());
+                }
+            }
+            if let Some(h) = &self.hub {
+                h.utterance(ev.id, json);
+            }
+        }
+        if let Some(c) = self.captions.as_mut() {
+            match c.write(ev) {
+                Ok(()) if self.captions_failing => {
+                    log::info!("captions: writing again");
+                    self.captions_failing = false;
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    if !self.captions_failing {
+                        log::error!("{e}; events and other outputs continue, captions retry with the next utterance");
+                        self.captions_failing = true;
+                    }
+                    if let Some(m) = &self.metrics {
+                        m.sink_error("captions");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn partial(&mut self, p: &PartialEvent) -> std::io::Result<()> {
+        self.primary.partial(p)?;
+        if let Some(m) = &self.metrics {
+            m.observe_partial();
+        }
+        if let Some(h) = &self.hub {
+            h.partial(serde_json::to_string(p)?);
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.primary.flush()
+    }
+}

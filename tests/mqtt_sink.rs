@@ -1,0 +1,545 @@
+//! The MQTT sink against a real mosquitto on loopback (plain and mutual TLS).
+//! Needs `mosquitto`, `mosquitto-clients` and `openssl` (scripts/install-system-deps.sh);
+//! skips with a message when mosquitto is missing.
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use common::mosquitto::{free_port, Broker, Subscriber};
+use sarcasmd::sinks::mqtt::{MqttConfig, MqttSink, MqttStats};
+
+const T: Duration = Duration::from_secs(20);
+
+fn init_log() {
+    let _ = env_logger::builder().is_test(true).try_init();
+}
+
+fn config(port: u16, device: &str) -> MqttConfig {
+    MqttConfig {
+        enabled: true,
+        port,
+        device_id: Some(device.into()),
+        ..MqttConfig::default()
+    }
+}
+
+fn event(id: u64) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "type": "utterance", "id": id, "p_sarcastic": 0.87, "sarcastic": true
+    }))
+    .unwrap()
+}
+
+fn ids(sub: &Subscriber, topic: &str) -> Vec<u64> {
+    sub.payloads(topic)
+        .iter()
+        .map(|p| {
+            serde_json::from_str::<serde_json::Value>(p).unwrap()["id"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect()
+}
+
+fn wait_stats(sink: &MqttSink, pred: impl Fn(&MqttStats) -> bool) -> MqttStats {
+    let deadline = Instant::now() + T;
+    loop {
+        let s = sink.stats();
+        if pred(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "stats never matched: {s:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn events_arrive_in_order_with_status_and_discovery() {
+    init_log();
+    let Some(broker) = Broker::start() else {
+        return;
+    };
+    let sub = Subscriber::start(broker.port(), "t1-sub", "#");
+    let cfg = MqttConfig {
+        ha_discovery: true,
+        ..config(broker.port(), "dev1")
+    };
+    let t0 = Instant::now();
+    let sink = MqttSink::start(&cfg).unwrap();
+    wait_stats(&sink, |s| s.connected);
+    println!("connected {:?} after start", t0.elapsed());
+    for id in 0..50 {
+        sink.publish_event(&event(id));
+    }
+    sink.publish_stats(br#"{"utterances":50}"#);
+    let ev = cfg.topic("event");
+    assert!(
+        sub.wait_for(|_| ids(&sub, &ev).len() >= 50, T),
+        "got {:?}",
+        sub.lines()
+    );
+    assert_eq!(ids(&sub, &ev), (0..50).collect::<Vec<_>>());
+    let s = wait_stats(&sink, |s| s.acked == 50);
+    assert_eq!(
+        (s.published, s.queued, s.connects, s.dropped_queue_full),
+        (50, 0, 1, 0)
+    );
+    assert!(sub.wait_for(|l| l.iter().any(|(t, _)| t.ends_with("/stats")), T));
+    assert_eq!(sub.payloads(&cfg.topic("status")), vec!["online"]);
+
+    // Retained: a subscriber arriving later still gets status and both discovery configs.
+    let late = Subscriber::start(broker.port(), "t1-late", "#");
+    let want = [
+        cfg.topic("status"),
+        "homeassistant/binary_sensor/dev1/sarcasm/config".to_string(),
+        "homeassistant/sensor/dev1/sarcasm_score/config".to_string(),
+    ];
+    assert!(
+        late.wait_for(|l| want.iter().all(|w| l.iter().any(|(t, _)| t == w)), T),
+        "retained messages missing: {:?}",
+        late.lines()
+    );
+    assert_eq!(late.payloads(&cfg.topic("status")), vec!["online"]);
+    assert!(late.payloads(&ev).is_empty(), "events must not be retained");
+    let b: serde_json::Value = serde_json::from_str(&late.payloads(&want[1])[0]).unwrap();
+    assert_eq!(b["state_topic"], ev.as_str());
+    assert_eq!(b["availability_topic"], cfg.topic("status").as_str());
+    let t = Instant::now();
+    let fin = sink.shutdown(Duration::from_secs(5));
+    println!("shutdown took {:?}: {fin:?}", t.elapsed());
+}
+
+#[test]
+fn events_published_while_broker_is_down_arrive_after_restart() {
+    init_log();
+    let Some(mut broker) = Broker::start() else {
+        return;
+    };
+    let sub = Subscriber::start(broker.port(), "t2-sub", "sarcasmd/#");
+    let cfg = config(broker.port(), "dev2");
+    let ev = cfg.topic("event");
+    let sink = MqttSink::start(&cfg).unwrap();
+    wait_stats(&sink, |s| s.connected);
+    for id in 0..3 {
+        sink.publish_event(&event(id));
+    }
+    assert!(sub.wait_for(|_| ids(&sub, &ev).len() == 3, T));
+
+    broker.stop();
+    let t_down = Instant::now();
+    wait_stats(&sink, |s| !s.connected);
+    println!("loss noticed {:?} after broker stop", t_down.elapsed());
+    for id in 3..23 {
+        sink.publish_event(&event(id));
+    }
+    assert_eq!(sink.stats().queued, 20);
+    broker.start_again();
+    let t_up = Instant::now();
+    let s = wait_stats(&sink, |s| s.connected);
+    println!(
+        "reconnected {:?} after broker restart (down {:?})",
+        t_up.elapsed(),
+        t_down.elapsed()
+    );
+    assert_eq!(s.connects, 2);
+    assert!(s.last_error.is_some());
+    assert!(
+        sub.wait_for(
+            |_| ids(&sub, &ev).iter().collect::<BTreeSet<_>>().len() == 23,
+            T
+        ),
+        "got {:?}",
+        ids(&sub, &ev)
+    );
+    println!("all 23 delivered {:?} after restart", t_up.elapsed());
+    let got = ids(&sub, &ev);
+    assert_eq!(got, (0..23).collect::<Vec<_>>(), "order or duplicates");
+    let s = wait_stats(&sink, |s| s.acked == 23);
+    assert_eq!((s.queued, s.dropped_queue_full), (0, 0));
+    // "online" again after the reconnect (retained copy restored from persistence, then fresh).
+    assert_eq!(
+        sub.payloads(&cfg.topic("status"))
+            .last()
+            .map(String::as_str),
+        Some("online")
+    );
+    sink.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn events_in_flight_when_the_broker_dies_are_resent() {
+    init_log();
+    let Some(mut broker) = Broker::start() else {
+        return;
+    };
+    let sub = Subscriber::start(broker.port(), "t6-sub", "sarcasmd/#");
+    let cfg = MqttConfig {
+        reconnect_min_ms: 100,
+        offline_queue: 5000,
+        ..config(broker.port(), "dev6")
+    };
+    let ev = cfg.topic("event");
+    let sink = MqttSink::start(&cfg).unwrap();
+    wait_stats(&sink, |s| s.connected);
+    const N: u64 = 2000;
+    for id in 0..N {
+        sink.publish_event(&event(id));
+    }
+    // Stop while a good part is still in flight or queued.
+    broker.stop();
+    let at_stop = sink.stats();
+    println!("at broker stop: {at_stop:?}");
+    broker.start_again();
+    let s = wait_stats(&sink, |s| s.queued == 0);
+    println!("sink after restart: {s:?}");
+    assert!(
+        sub.wait_for(
+            |_| ids(&sub, &ev).iter().collect::<BTreeSet<_>>().len() == N as usize,
+            T
+        ),
+        "missing: {:?} of {N}; broker log:\n{}",
+        {
+            let got: BTreeSet<u64> = ids(&sub, &ev).into_iter().collect();
+            (0..N).filter(|i| !got.contains(i)).collect::<Vec<_>>()
+        },
+        broker
+            .log()
+            .lines()
+            .filter(|l| !l.contains("PUBLISH") && !l.contains("PUBACK"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let got = ids(&sub, &ev);
+    println!(
+        "delivered {} messages for {N} events ({} duplicates)",
+        got.len(),
+        got.len() - N as usize
+    );
+    let s = wait_stats(&sink, |s| s.queued == 0);
+    assert!(
+        s.acked >= N && s.connects == 2 && s.dropped_queue_full == 0,
+        "{s:?}"
+    );
+    sink.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn full_offline_queue_drops_the_oldest() {
+    init_log();
+    let Some(mut broker) = Broker::start() else {
+        return;
+    };
+    let sub = Subscriber::start(broker.port(), "t3-sub", "sarcasmd/#");
+    let cfg = MqttConfig {
+        offline_queue: 5,
+        ..config(broker.port(), "dev3")
+    };
+    let ev = cfg.topic("event");
+    let sink = MqttSink::start(&cfg).unwrap();
+    wait_stats(&sink, |s| s.connected);
+    broker.stop();
+    wait_stats(&sink, |s| !s.connected);
+    for id in 0..12 {
+        sink.publish_event(&event(id));
+    }
+    let s = sink.stats();
+    assert_eq!((s.dropped_queue_full, s.queued), (7, 5), "{s:?}");
+    broker.start_again();
+    assert!(
+        sub.wait_for(|_| ids(&sub, &ev).len() >= 5, T),
+        "got {:?}",
+        sub.lines()
+    );
+    wait_stats(&sink, |s| s.acked == 5);
+    // Give a stray extra message a moment to show up before checking for exactly five.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(ids(&sub, &ev), vec![7, 8, 9, 10, 11]);
+    let s = sink.shutdown(Duration::from_secs(5));
+    assert_eq!((s.dropped_queue_full, s.acked, s.queued), (7, 5, 0));
+}
+
+#[test]
+fn shutdown_publishes_retained_offline() {
+    init_log();
+    let Some(broker) = Broker::start() else {
+        return;
+    };
+    let cfg = config(broker.port(), "dev4");
+    let sink = MqttSink::start(&cfg).unwrap();
+    wait_stats(&sink, |s| s.connected);
+    for id in 0..100 {
+        sink.publish_event(&event(id));
+    }
+    let t = Instant::now();
+    let s = sink.shutdown(Duration::from_secs(10));
+    println!(
+        "graceful shutdown with 100 events took {:?}: {s:?}",
+        t.elapsed()
+    );
+    assert_eq!((s.acked, s.queued, s.connected), (100, 0, false), "{s:?}");
+    let fresh = Subscriber::start(broker.port(), "t4-fresh", &cfg.topic("status"));
+    assert!(fresh.wait_for(|l| !l.is_empty(), T));
+    assert_eq!(fresh.payloads(&cfg.topic("status")), vec!["offline"]);
+    assert!(broker.log().contains("sarcasmd-dev4"), "client id used");
+}
+
+#[test]
+fn drop_without_shutdown_also_leaves_offline() {
+    init_log();
+    let Some(broker) = Broker::start() else {
+        return;
+    };
+    let cfg = config(broker.port(), "dev7");
+    let sink = MqttSink::start(&cfg).unwrap();
+    wait_stats(&sink, |s| s.connected);
+    sink.publish_event(&event(1));
+    let t = Instant::now();
+    drop(sink);
+    println!("drop took {:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(2));
+    let fresh = Subscriber::start(broker.port(), "t7-fresh", &cfg.topic("status"));
+    assert!(fresh.wait_for(|l| !l.is_empty(), T));
+    assert_eq!(fresh.payloads(&cfg.topic("status")), vec!["offline"]);
+}
+
+#[test]
+fn broker_down_for_the_whole_life_does_not_hang() {
+    init_log();
+    // Nothing listens here: every connect is refused.
+    let cfg = config(free_port(), "dev5");
+    let t = Instant::now();
+    let sink = MqttSink::start(&cfg).unwrap();
+    assert!(
+        t.elapsed() < Duration::from_millis(200),
+        "start must not wait for the broker"
+    );
+    for id in 0..3 {
+        sink.publish_event(&event(id));
+    }
+    sink.publish_stats(b"{}");
+    std::thread::sleep(Duration::from_millis(50));
+    let t = Instant::now();
+    let s = sink.shutdown(Duration::from_millis(500));
+    let took = t.elapsed();
+    println!("shutdown(500 ms) with broker down took {took:?}: {s:?}");
+    assert!(took < Duration::from_millis(1200), "took {took:?}");
+    assert_eq!(
+        (s.connects, s.queued, s.acked, s.connected),
+        (0, 3, 0, false)
+    );
+    assert!(s.last_error.is_some());
+
+    // Dropping without shutdown is bounded too.
+    let sink = MqttSink::start(&cfg).unwrap();
+    sink.publish_event(&event(9));
+    let t = Instant::now();
+    drop(sink);
+    println!("drop with broker down took {:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_millis(1800));
+}
+
+#[test]
+fn oversized_event_is_dropped_not_fatal() {
+    init_log();
+    let Some(broker) = Broker::start() else {
+        return;
+    };
+    let sub = Subscriber::start(broker.port(), "t8-sub", "sarcasmd/#");
+    let cfg = config(broker.port(), "dev8");
+    let ev = cfg.topic("event");
+    let sink = MqttSink::start(&cfg).unwrap();
+    sink.publish_event(&vec![b'x'; sarcasmd::sinks::mqtt::MAX_PAYLOAD_BYTES + 1]);
+    // A large but legal payload goes through rumqttc's packet limit.
+    let mut big = event(1);
+    big.extend(std::iter::repeat_n(b' ', 200 * 1024));
+    sink.publish_event(&big);
+    sink.publish_event(&event(2));
+    assert!(
+        sub.wait_for(|_| ids(&sub, &ev).len() == 2, T),
+        "{:?}",
+        sink.stats()
+    );
+    let s = wait_stats(&sink, |s| s.acked == 2);
+    assert_eq!((s.dropped_too_large, s.connects), (1, 1));
+    sink.shutdown(Duration::from_secs(5));
+}
+
+/// The MQTT sink over mutual TLS to a real mosquitto, with certificates made by openssl.
+mod tls {
+
+    use std::path::Path;
+    use std::process::Command;
+    use std::time::{Duration, Instant};
+
+    use crate::common::mosquitto::Broker;
+    use sarcasmd::sinks::mqtt::{MqttConfig, MqttSink, MqttStats, MqttTlsConfig};
+
+    fn openssl(dir: &Path, args: &[&str]) {
+        let st = Command::new("openssl")
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .expect("openssl not found");
+        assert!(
+            st.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&st.stderr)
+        );
+    }
+
+    /// CA, a server cert for IP 127.0.0.1 and a client cert, all signed by the CA.
+    fn make_pki(dir: &Path) {
+        openssl(
+            dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=test-ca",
+            ],
+        );
+        for (name, ext) in [
+            ("server", "subjectAltName=IP:127.0.0.1"),
+            ("client", "extendedKeyUsage=clientAuth"),
+        ] {
+            openssl(
+                dir,
+                &[
+                    "req",
+                    "-newkey",
+                    "rsa:2048",
+                    "-nodes",
+                    "-keyout",
+                    &format!("{name}.key"),
+                    "-out",
+                    &format!("{name}.csr"),
+                    "-subj",
+                    &format!("/CN={name}"),
+                ],
+            );
+            std::fs::write(dir.join(format!("{name}.ext")), ext).unwrap();
+            openssl(
+                dir,
+                &[
+                    "x509",
+                    "-req",
+                    "-in",
+                    &format!("{name}.csr"),
+                    "-CA",
+                    "ca.pem",
+                    "-CAkey",
+                    "ca.key",
+                    "-CAcreateserial",
+                    "-out",
+                    &format!("{name}.pem"),
+                    "-days",
+                    "2",
+                    "-extfile",
+                    &format!("{name}.ext"),
+                ],
+            );
+        }
+        // A second, unrelated CA for the negative case.
+        openssl(
+            dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "other.key",
+                "-out",
+                "other-ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=other-ca",
+            ],
+        );
+    }
+
+    fn wait_stats(sink: &MqttSink, pred: impl Fn(&MqttStats) -> bool) -> MqttStats {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = sink.stats();
+            if pred(&s) || Instant::now() >= deadline {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn mutual_tls_publishes_and_a_wrong_ca_never_connects() {
+        if Command::new("openssl").arg("version").output().is_err() {
+            println!("SKIP: openssl not installed");
+            return;
+        }
+        let pki = tempfile::tempdir().unwrap();
+        let d = pki.path();
+        make_pki(d);
+        let conf = format!(
+            "cafile {0}/ca.pem\ncertfile {0}/server.pem\nkeyfile {0}/server.key\nrequire_certificate true",
+            d.display()
+        );
+        let Some(broker) = Broker::start_with(&conf) else {
+            return;
+        };
+        let tls = MqttTlsConfig {
+            ca_file: d.join("ca.pem"),
+            client_cert: Some(d.join("client.pem")),
+            client_key: Some(d.join("client.key")),
+        };
+        let cfg = MqttConfig {
+            enabled: true,
+            port: broker.port(),
+            device_id: Some("tls1".into()),
+            tls: Some(tls.clone()),
+            ..MqttConfig::default()
+        };
+        let t = Instant::now();
+        let sink = MqttSink::start(&cfg).unwrap();
+        for id in 0..10u64 {
+            sink.publish_event(format!(r#"{{"id":{id}}}"#).as_bytes());
+        }
+        let s = wait_stats(&sink, |s| s.acked == 10);
+        println!("TLS: 10 events acked {:?} after start", t.elapsed());
+        assert_eq!(
+            (s.acked, s.connects, s.queued),
+            (10, 1, 0),
+            "{s:?}\n{}",
+            broker.log()
+        );
+        sink.shutdown(Duration::from_secs(5));
+
+        // Server certificate not signed by the configured CA: retries, never connects.
+        let bad = MqttConfig {
+            device_id: Some("tls2".into()),
+            tls: Some(MqttTlsConfig {
+                ca_file: d.join("other-ca.pem"),
+                ..tls
+            }),
+            ..cfg
+        };
+        let sink = MqttSink::start(&bad).unwrap();
+        let s = wait_stats(&sink, |s| s.last_error.is_some());
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!sink.stats().connected);
+        println!("wrong CA: {:?}", s.last_error);
+        assert!(s.last_error.unwrap().to_lowercase().contains("certificate"));
+        let s = sink.shutdown(Duration::from_millis(300));
+        assert_eq!(s.connects, 0);
+    }
+}

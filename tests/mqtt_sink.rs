@@ -543,3 +543,54 @@ mod tls {
         assert_eq!(s.connects, 0);
     }
 }
+
+#[test]
+fn username_and_password_are_required_and_used() {
+    init_log();
+    let pwdir = tempfile::tempdir().unwrap();
+    let pwfile = pwdir.path().join("passwd");
+    let made = std::process::Command::new("mosquitto_passwd")
+        .args(["-b", "-c"])
+        .arg(&pwfile)
+        .args(["room7", "s3cret-pass"])
+        .status();
+    if !made.is_ok_and(|s| s.success()) {
+        println!("SKIP: mosquitto_passwd not available (package mosquitto)");
+        return;
+    }
+    let conf = format!(
+        "allow_anonymous false\npassword_file {}",
+        pwfile.display()
+    );
+    let Some(broker) = Broker::start_with(&conf) else {
+        return;
+    };
+    let secret = pwdir.path().join("mqtt-password");
+    std::fs::write(&secret, "s3cret-pass\n").unwrap();
+    // The right credentials, the password from a file as systemd credentials deliver it.
+    let good = MqttSink::start(&MqttConfig {
+        username: Some("room7".into()),
+        password_file: Some(secret),
+        ..config(broker.port(), "auth-ok")
+    })
+    .unwrap();
+    for i in 0..5 {
+        good.publish_event(&event(i));
+    }
+    let s = wait_stats(&good, |s| s.acked >= 5);
+    assert!(s.connected && s.dropped_queue_full == 0, "{s:?}");
+    good.shutdown(Duration::from_secs(2));
+
+    // A wrong password never gets a session and never panics; the error is visible.
+    let bad = MqttSink::start(&MqttConfig {
+        username: Some("room7".into()),
+        password: Some("wrong".into()),
+        ..config(broker.port(), "auth-bad")
+    })
+    .unwrap();
+    bad.publish_event(&event(0));
+    let s = wait_stats(&bad, |s| s.last_error.is_some());
+    assert!(!s.connected && s.acked == 0, "{s:?}");
+    let s = bad.shutdown(Duration::from_millis(500));
+    assert_eq!(s.connects, 0, "{s:?}");
+}

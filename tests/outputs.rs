@@ -520,6 +520,14 @@ fn overlay_shows_live_captions_and_reconnects_after_a_daemon_restart() {
     browser
         .goto(&format!("http://127.0.0.1:{port}/?lines=6"))
         .unwrap();
+    // Interim text shows while a sentence is still being spoken.
+    let partial = browser
+        .wait_for(
+            "document.getElementById('partial').textContent.length > 0 && document.getElementById('partial').textContent",
+            Duration::from_secs(60),
+        )
+        .unwrap_or_else(|e| panic!("no interim text on the page: {e}"));
+    println!("interim text seen on the page: {partial}");
     browser
         .wait_for("document.querySelectorAll('#captions .line').length >= 3", Duration::from_secs(120))
         .unwrap_or_else(|e| panic!("{e}\n{}", std::fs::read_to_string(&a.stderr).unwrap_or_default()));

@@ -28,8 +28,9 @@ impl Broker {
         Self::start_with("")
     }
 
-    /// Like `start`, with `listener_conf` lines (e.g. TLS `cafile`/`certfile`/`keyfile`)
-    /// applied to the test listener.
+    /// Like `start`, with `listener_conf` lines (e.g. TLS `cafile`/`certfile`/`keyfile`,
+    /// or `allow_anonymous false` + `password_file`) applied after the defaults, so they
+    /// override them.
     pub fn start_with(listener_conf: &str) -> Option<Broker> {
         if !Path::new(MOSQUITTO).exists() {
             println!("SKIP: mosquitto not installed (scripts/install-system-deps.sh installs it)");
@@ -42,8 +43,8 @@ impl Broker {
         let port = free_port();
         let conf = format!(
             "listener {port} 127.0.0.1\n\
-             {listener_conf}\n\
              allow_anonymous true\n\
+             {listener_conf}\n\
              persistence true\n\
              persistence_location {dir}/\n\
              log_dest file {dir}/mosquitto.log\n\

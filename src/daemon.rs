@@ -135,7 +135,12 @@ impl Outputs {
             if let Some(m) = &m {
                 m.attach_hub(h.clone());
             }
-            server = Some(HttpServer::start(&cfg.http, h.clone(), m.clone())?);
+            server = Some(HttpServer::start(
+                &cfg.http,
+                h.clone(),
+                m.clone(),
+                &cfg.captions,
+            )?);
             metrics = m;
             hub = Some(h);
         }

@@ -275,12 +275,13 @@ fn metrics_parse_as_openmetrics_and_the_token_guards_every_route() {
     let d = tempfile::tempdir().unwrap();
     let wav = meeting(d.path(), "a.wav", &LINES_A[..2]);
     let port = free_port();
-    let cfg = http_config(port, &format!("token = \"{TOKEN}\""));
+    let cfg = http_config(port, &format!("token = \"{TOKEN}\""))
+        + "\n[captions]\nvtt = \"live.vtt\"\n";
     let daemon = Daemon::start(d.path(), &cfg, &wav, true, "m");
     wait_http(port, Duration::from_secs(60));
 
     assert_eq!(http_get(port, "/healthz", None).0, 200);
-    for path in ["/", "/events", "/metrics"] {
+    for path in ["/", "/events", "/metrics", "/captions.vtt"] {
         assert_eq!(http_get(port, path, None).0, 401, "{path} without a token");
         assert_eq!(
             http_get(port, path, Some("test-token-wrong-000000")).0,
@@ -307,6 +308,12 @@ fn metrics_parse_as_openmetrics_and_the_token_guards_every_route() {
         assert!(t0.elapsed() < Duration::from_secs(120), "no utterance counted:\n{body}");
         std::thread::sleep(Duration::from_millis(250));
     };
+    // The live WebVTT file, as text/vtt.
+    let (st, head, body) = http_get(port, "/captions.vtt", Some(TOKEN));
+    assert_eq!(st, 200, "{head}");
+    assert!(head.to_ascii_lowercase().contains("content-type: text/vtt"), "{head}");
+    assert!(body.starts_with("WEBVTT"), "{body}");
+    assert_eq!(http_get(port, "/captions.srt", Some(TOKEN)).0, 404);
     let (code, log) = daemon.wait(Duration::from_secs(120));
     assert_eq!(code, 0, "{log}");
 

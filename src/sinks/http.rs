@@ -1,6 +1,6 @@
 //! The daemon's HTTP listener: the browser caption overlay (`/`), live events as
-//! Server-Sent Events (`/events`), Prometheus metrics (`/metrics`) and a health check
-//! (`/healthz`).
+//! Server-Sent Events (`/events`), Prometheus metrics (`/metrics`), the live caption
+//! files (`/captions.vtt`, `/captions.srt`) and a health check (`/healthz`).
 //!
 //! Security: it binds to loopback by default; any other address is refused at config
 //! validation unless a bearer token is configured, and then every route but `/healthz`
@@ -33,6 +33,7 @@ use thiserror::Error;
 use tokio::sync::{broadcast, watch};
 
 use crate::config::FieldError;
+use crate::sinks::captions::CaptionsConfig;
 use crate::metrics::{self, Metrics};
 
 const OVERLAY_HTML: &str = include_str!("../../assets/overlay.html");
@@ -255,6 +256,9 @@ impl Drop for ClientGuard {
 struct AppState {
     hub: Arc<Hub>,
     metrics: Option<Arc<Metrics>>,
+    /// The live caption files, served as written (`[captions]`).
+    vtt: Option<Arc<PathBuf>>,
+    srt: Option<Arc<PathBuf>>,
     token: Option<Arc<str>>,
     shutdown: watch::Receiver<bool>,
 }
@@ -273,6 +277,7 @@ impl HttpServer {
         cfg: &HttpConfig,
         hub: Arc<Hub>,
         metrics: Option<Arc<Metrics>>,
+        captions: &CaptionsConfig,
     ) -> Result<Self, HttpError> {
         let addr = cfg.bind_addr().map_err(|e| HttpError::Bind {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -311,6 +316,8 @@ impl HttpServer {
         let state = AppState {
             hub,
             metrics: if cfg.metrics { metrics } else { None },
+            vtt: captions.vtt.clone().map(Arc::new),
+            srt: captions.srt.clone().map(Arc::new),
             token,
             shutdown: shutdown.clone(),
         };
@@ -393,6 +400,8 @@ fn router(state: AppState) -> Router {
         .route("/overlay", get(overlay))
         .route("/events", get(events))
         .route("/metrics", get(metrics_text))
+        .route("/captions.vtt", get(captions_vtt))
+        .route("/captions.srt", get(captions_srt))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
@@ -447,6 +456,34 @@ async fn metrics_text(State(st): State<AppState>) -> Response {
             .into_response(),
         None => (StatusCode::NOT_FOUND, "metrics are off (http.metrics)\n").into_response(),
     }
+}
+
+async fn caption_file(path: Option<&PathBuf>, content_type: &'static str) -> Response {
+    let Some(path) = path else {
+        return (StatusCode::NOT_FOUND, "no caption file configured ([captions])\n").into_response();
+    };
+    match tokio::fs::read(path).await {
+        Ok(body) => (
+            [
+                (header::CONTENT_TYPE, content_type),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+            body,
+        )
+            .into_response(),
+        Err(e) => {
+            log::warn!("http: cannot read {}: {e}", path.display());
+            (StatusCode::SERVICE_UNAVAILABLE, "caption file not readable\n").into_response()
+        }
+    }
+}
+
+async fn captions_vtt(State(st): State<AppState>) -> Response {
+    caption_file(st.vtt.as_deref(), "text/vtt; charset=utf-8").await
+}
+
+async fn captions_srt(State(st): State<AppState>) -> Response {
+    caption_file(st.srt.as_deref(), "application/x-subrip; charset=utf-8").await
 }
 
 async fn events(State(st): State<AppState>) -> Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>> {

@@ -313,4 +313,31 @@ mod tests {
             }
         );
     }
+
+    #[test]
+    fn a_config_from_the_first_release_still_loads_with_its_values() {
+        let path = Path::new("tests/fixtures/config/v0.1-core-pipeline.toml");
+        let c = Config::parse(
+            include_str!("../tests/fixtures/config/v0.1-core-pipeline.toml"),
+            path,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            c.source,
+            SourceConfig::Stdin {
+                sample_rate_hz: 48_000,
+                live: true
+            }
+        );
+        assert_eq!(c.segment.hangover_ms, 400);
+        assert_eq!(c.asr.model, "base-q8_0");
+        assert_eq!(c.asr.auto_languages, ["de", "en"]);
+        assert_eq!(c.text.max_tokens, 96);
+        assert_eq!(c.fusion.threshold, 0.6);
+        assert!(!c.output.include_transcript);
+        // Sections added since then take their defaults: everything off.
+        assert_eq!(c.asr.interim_every_ms, 0);
+        assert!(!c.output.partials && !c.http.enabled && !c.mqtt.enabled);
+        assert!(!c.captions.enabled());
+    }
 }

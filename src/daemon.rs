@@ -3,6 +3,7 @@
 //! call it directly in a temp dir.
 
 use std::fs::OpenOptions;
+use std::path::Path;
 use std::io::BufWriter;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::sinks::captions::{CaptionWriter, CaptionsError};
 use crate::sinks::http::{HttpError, Hub, HttpServer};
 use crate::sinks::mqtt::{MqttError, MqttSink};
 use crate::sinks::SinkSet;
+use crate::service;
 
 #[derive(Debug, Error)]
 pub enum DaemonError {
@@ -219,7 +221,9 @@ impl Outputs {
     }
 
     /// Tell every client the run is over, deliver what is queued, stop the listeners.
-    fn finish(mut self, stats: Option<&RunStats>) {
+    /// `grace` bounds the wait for MQTT acknowledgements: short when a signal asked us
+    /// to stop (systemd expects the process gone within 2 s of SIGTERM).
+    fn finish(mut self, stats: Option<&RunStats>, grace: Duration) {
         self.status("finished");
         if let Some(mqtt) = self.mqtt.take() {
             if let Some(st) = stats {
@@ -229,7 +233,7 @@ impl Outputs {
             }
             match Arc::try_unwrap(mqtt) {
                 Ok(m) => {
-                    let s = m.shutdown(Duration::from_secs(2));
+                    let s = m.shutdown(grace);
                     log::info!(
                         "mqtt: {} events published, {} acknowledged, {} dropped (offline queue full)",
                         s.published,
@@ -241,7 +245,7 @@ impl Outputs {
             }
         }
         if let Some(s) = self.server.take() {
-            s.shutdown(Duration::from_secs(1));
+            s.shutdown(grace.min(Duration::from_millis(500)));
         }
     }
 }
@@ -267,8 +271,78 @@ fn live_stats(c: &Counters, started: Instant) -> serde_json::Value {
     })
 }
 
+/// The daemon as `sarcasmd run --config` runs it: [`run`] the config, and on SIGHUP
+/// (`reload`) re-read and validate the file *before* touching the running stream. An
+/// invalid file is logged with its file:line:column and the stream keeps running on the
+/// old config; a valid one ends the current stream gracefully (the utterance in progress
+/// is finished and flushed) and starts again with the new config.
+pub fn serve(
+    config_path: &Path,
+    stop: Arc<AtomicBool>,
+    reload: Arc<AtomicBool>,
+) -> Result<DaemonReport, DaemonError> {
+    let mut cfg = Config::load(config_path)?;
+    loop {
+        let run_stop = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(AtomicBool::new(false));
+        let next: Arc<std::sync::Mutex<Option<Config>>> = Default::default();
+        let watcher = {
+            let (run_stop, done, next) = (run_stop.clone(), done.clone(), next.clone());
+            let (stop, reload) = (stop.clone(), reload.clone());
+            let path = config_path.to_path_buf();
+            std::thread::Builder::new()
+                .name("signals".into())
+                .spawn(move || {
+                    while !done.load(Ordering::Relaxed) {
+                        if stop.load(Ordering::Relaxed) {
+                            service::stopping();
+                            run_stop.store(true, Ordering::Relaxed);
+                            return;
+                        }
+                        if reload.swap(false, Ordering::Relaxed) {
+                            service::reloading();
+                            match Config::load(&path) {
+                                Ok(new) => {
+                                    log::info!("reload: {} is valid; restarting the stream with it", path.display());
+                                    *next.lock().expect("reload slot") = Some(new);
+                                    run_stop.store(true, Ordering::Relaxed);
+                                    return;
+                                }
+                                Err(e) => {
+                                    log::error!("reload rejected, still running the previous config: {e}");
+                                    service::ready(&format!("reload rejected: {e}"));
+                                }
+                            }
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                })
+                .expect("spawn signal watcher")
+        };
+        let report = run_with_stop(&cfg, run_stop, stop.clone());
+        done.store(true, Ordering::Relaxed);
+        let _ = watcher.join();
+        let report = report?;
+        let pending = next.lock().expect("reload slot").take();
+        match pending {
+            Some(new) if !stop.load(Ordering::Relaxed) => cfg = new,
+            _ => return Ok(report),
+        }
+    }
+}
+
 /// Run the daemon on `cfg` until the source ends or `stop` is set.
 pub fn run(cfg: &Config, stop: Arc<AtomicBool>) -> Result<DaemonReport, DaemonError> {
+    run_with_stop(cfg, stop.clone(), stop)
+}
+
+/// `stop` ends the stream; `signalled` says whether that is the process being asked to
+/// exit (short shutdown budget) rather than a reload.
+fn run_with_stop(
+    cfg: &Config,
+    stop: Arc<AtomicBool>,
+    signalled: Arc<AtomicBool>,
+) -> Result<DaemonReport, DaemonError> {
     let source = open_source(cfg)?;
     log::info!("source: {}", source.describe());
     let outputs = Outputs::start(cfg)?;
@@ -294,15 +368,27 @@ pub fn run(cfg: &Config, stop: Arc<AtomicBool>) -> Result<DaemonReport, DaemonEr
     let ticker_done = Arc::new(AtomicBool::new(false));
     let ticker = outputs.spawn_stats_ticker(cfg, ticker_done.clone());
     outputs.status("running");
+    service::ready(&format!(
+        "running: {} ({} ms to load models)",
+        cfg.asr.model,
+        engine.load_ms.round()
+    ));
+    let watchdog = service::Watchdog::start(outputs.counters.clone());
     let cpu0 = crate::resources::cpu_seconds();
     let result = pipeline::run_stream(&engine, cfg, source, &mut sink, &opts);
+    drop(watchdog);
     let stream_cpu_s = crate::resources::cpu_seconds() - cpu0;
     ticker_done.store(true, Ordering::Relaxed);
     if let Some(t) = ticker {
         let _ = t.join();
     }
     drop(sink);
-    outputs.finish(result.as_ref().ok());
+    let grace = if signalled.load(Ordering::Relaxed) {
+        Duration::from_millis(500)
+    } else {
+        Duration::from_secs(2)
+    };
+    outputs.finish(result.as_ref().ok(), grace);
     Ok(DaemonReport {
         stats: result?,
         stream_cpu_s,

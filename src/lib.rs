@@ -20,5 +20,6 @@ pub mod pipeline;
 pub mod prosody;
 pub mod resources;
 pub mod segment;
+pub mod service;
 pub mod sinks;
 pub mod text;

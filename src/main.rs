@@ -144,9 +144,11 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.cmd {
         Cmd::Run { config } => {
-            let cfg = Config::load(&config).map_err(DaemonError::from)?;
             let stop = install_stop_handler()?;
-            let r = daemon::run(&cfg, stop)?;
+            let reload = Arc::new(AtomicBool::new(false));
+            signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
+                .context("installing SIGHUP handler")?;
+            let r = daemon::serve(&config, stop, reload)?;
             report_with_cpu(&r.stats, None, r.stream_cpu_s, r.model_load_ms)?;
             Ok(0)
         }

@@ -168,6 +168,8 @@ pub struct Counters {
     pub utterance_queue_depth: AtomicU64,
     pub event_queue_depth: AtomicU64,
     pub source_running: AtomicBool,
+    /// Liveness marks for the systemd watchdog.
+    pub heartbeat: crate::service::Heartbeat,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -381,6 +383,7 @@ pub fn run_stream(
                     // Stream sample of the last interim request, and the utterance it was for.
                     let mut interim_at: (u64, u64) = (u64::MAX, 0);
                     loop {
+                        seg_counters.heartbeat.beat();
                         let n = cons.pop_slice(&mut tmp);
                         seg_counters
                             .ring_fill_samples
@@ -514,7 +517,10 @@ pub fn run_stream(
                         an_counters
                             .utterance_queue_depth
                             .store(utt_rx.len() as u64, Ordering::Relaxed);
-                        let ev = analyse(engine, &an_cfg, &mut asr, &an_ctx, utt, with_features)?;
+                        an_counters.heartbeat.analysing(true);
+                        let ev = analyse(engine, &an_cfg, &mut asr, &an_ctx, utt, with_features);
+                        an_counters.heartbeat.analysing(false);
+                        let ev = ev?;
                         if ev.transcript.as_deref().is_some_and(str::is_empty) {
                             an_counters
                                 .empty_transcripts

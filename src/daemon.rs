@@ -2,9 +2,7 @@
 //! the stream, report. `sarcasmd run` and `sarcasmd replay` both end up here, and tests
 //! call it directly in a temp dir.
 
-use std::fs::OpenOptions;
 use std::path::Path;
-use std::io::BufWriter;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +17,7 @@ use crate::pipeline::{self, Counters, Engine, EngineError, PipelineError, RunOpt
 use crate::sinks::captions::{CaptionWriter, CaptionsError};
 use crate::sinks::http::{HttpError, Hub, HttpServer};
 use crate::sinks::mqtt::{MqttError, MqttSink};
+use crate::sinks::file::EventsFile;
 use crate::sinks::SinkSet;
 use crate::service;
 
@@ -38,11 +37,6 @@ pub enum DaemonError {
     Http(#[from] HttpError),
     #[error(transparent)]
     Mqtt(#[from] MqttError),
-    #[error("{path}: cannot open event output: {source}")]
-    Output {
-        path: String,
-        source: std::io::Error,
-    },
 }
 
 /// Exit codes: 2 bad input (config, audio), 3 models missing or corrupt, 1 anything else.
@@ -77,23 +71,17 @@ pub fn open_source(cfg: &Config) -> Result<Box<dyn AudioSource>, AudioError> {
     })
 }
 
-pub fn open_sink(cfg: &Config) -> Result<Box<dyn EventSink>, DaemonError> {
+/// The JSON-lines stream: stdout (a closed pipe ends the run), or a file that survives
+/// write failures (see [`EventsFile`]).
+pub fn open_sink(cfg: &Config, counters: Arc<Counters>) -> Box<dyn EventSink> {
     let partials = cfg.output.partials;
     if cfg.output.events == "-" {
-        return Ok(Box::new(
-            JsonLinesSink::new(std::io::stdout().lock()).with_partials(partials),
-        ));
+        return Box::new(JsonLinesSink::new(std::io::stdout().lock()).with_partials(partials));
     }
-    let f = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&cfg.output.events)
-        .map_err(|source| DaemonError::Output {
-            path: cfg.output.events.clone(),
-            source,
-        })?;
-    Ok(Box::new(
-        JsonLinesSink::new(BufWriter::new(f)).with_partials(partials),
+    Box::new(EventsFile::open(
+        Path::new(&cfg.output.events),
+        partials,
+        counters,
     ))
 }
 
@@ -357,7 +345,7 @@ fn run_with_stop(
     if let Some(m) = &outputs.metrics {
         m.set_model_load_seconds(engine.load_ms / 1000.0);
     }
-    let mut sink = outputs.sinks(cfg, open_sink(cfg)?)?;
+    let mut sink = outputs.sinks(cfg, open_sink(cfg, outputs.counters.clone()))?;
     let realtime = matches!(cfg.source, SourceConfig::Wav { realtime: true, .. });
     let opts = RunOptions {
         realtime,

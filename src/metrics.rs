@@ -253,6 +253,12 @@ impl Collector for LiveCollector {
         )?;
         counter(
             &mut enc,
+            "events_file_errors",
+            "Failed writes or opens of the events file (disk full, path missing); lines wait in a backlog",
+            get(&c.events_file_errors),
+        )?;
+        counter(
+            &mut enc,
             "dropped_samples",
             "Audio samples dropped because the ring between source and segmenter was full (live sources)",
             get(&c.ring_dropped_samples),
@@ -277,6 +283,10 @@ impl Collector for LiveCollector {
                 ("partial_stale", get(&c.partials_stale) as f64),
                 ("partial_event_queue_full", get(&c.partials_dropped_queue_full) as f64),
                 ("sse_client_lagged", lagged as f64),
+                (
+                    "events_file_backlog_full",
+                    get(&c.events_file_dropped) as f64,
+                ),
                 (
                     "mqtt_offline_queue_full",
                     mqtt.as_ref().map_or(0.0, |m| m.dropped_queue_full as f64),

@@ -168,6 +168,9 @@ pub struct Counters {
     pub utterance_queue_depth: AtomicU64,
     pub event_queue_depth: AtomicU64,
     pub source_running: AtomicBool,
+    /// Events file writes that failed, and lines dropped from its full backlog.
+    pub events_file_errors: AtomicU64,
+    pub events_file_dropped: AtomicU64,
     /// Liveness marks for the systemd watchdog.
     pub heartbeat: crate::service::Heartbeat,
 }
@@ -627,6 +630,10 @@ pub fn run_stream(
     dropped.insert(
         "utterances_queue_full".into(),
         c.utterances_dropped_queue_full.load(Ordering::Relaxed),
+    );
+    dropped.insert(
+        "events_file_backlog_full".into(),
+        c.events_file_dropped.load(Ordering::Relaxed),
     );
     if interim_on {
         for (k, v) in [

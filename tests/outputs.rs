@@ -10,105 +10,16 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::daemon::{events, finals, meeting, Daemon, LINES_A, LINES_B};
 use common::mosquitto::{free_port, Broker, Subscriber};
 use common::webdriver::Browser;
 use common::*;
 
 const TOKEN: &str = "test-token-0123456789";
-
-/// Four sentences with pauses: about 16 s of espeak-ng speech.
-fn meeting(dir: &Path, name: &str, lines: &[&str]) -> PathBuf {
-    let parts: Vec<(&str, &str)> = lines.iter().map(|l| (*l, "en-us")).collect();
-    let c = compose(0.5, &parts, 1.2);
-    let wav = dir.join(name);
-    write_wav_i16(&wav, &c.samples, RATE);
-    wav
-}
-
-const LINES_A: &[&str] = &[
-    "Good morning everyone, the quarterly numbers are in.",
-    "Oh great, another meeting that could have been an email.",
-    "The server crashed again during the demo.",
-    "Wow, what a surprise, I am totally shocked.",
-];
-const LINES_B: &[&str] = &[
-    "Welcome back after the break.",
-    "Sure, because printers always work on Mondays.",
-];
-
-struct Daemon {
-    child: Child,
-    stderr: PathBuf,
-}
-
-impl Daemon {
-    /// `sarcasmd replay WAV --config CFG --events EVENTS` with the temp dir as cwd.
-    fn start(dir: &Path, cfg: &str, wav: &Path, realtime: bool, tag: &str) -> Daemon {
-        let cfg_path = dir.join(format!("{tag}.toml"));
-        std::fs::write(&cfg_path, cfg).unwrap();
-        let stderr = dir.join(format!("{tag}.stderr"));
-        let mut cmd = Command::new(bin());
-        cmd.current_dir(dir)
-            .arg("replay")
-            .arg(wav)
-            .arg("--config")
-            .arg(&cfg_path)
-            .arg("--events")
-            .arg(dir.join(format!("{tag}.jsonl")))
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap());
-        if realtime {
-            cmd.arg("--realtime");
-        }
-        Daemon {
-            child: cmd.spawn().expect("start sarcasmd"),
-            stderr,
-        }
-    }
-
-    fn wait(mut self, timeout: Duration) -> (i32, String) {
-        let t0 = Instant::now();
-        loop {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                let log = std::fs::read_to_string(&self.stderr).unwrap_or_default();
-                return (st.code().unwrap_or(-1), log);
-            }
-            if t0.elapsed() > timeout {
-                let _ = self.child.kill();
-                let log = std::fs::read_to_string(&self.stderr).unwrap_or_default();
-                panic!("daemon still running after {timeout:?}; stderr:\n{log}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn events(path: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON line"))
-        .collect()
-}
-
-fn finals(path: &Path) -> Vec<serde_json::Value> {
-    events(path)
-        .into_iter()
-        .filter(|e| e["type"] == "utterance")
-        .collect()
-}
 
 /// A minimal HTTP/1.1 GET (the daemon's own listener on loopback): status, headers, body.
 fn http_get(port: u16, path: &str, token: Option<&str>) -> (u16, String, String) {

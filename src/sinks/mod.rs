@@ -8,6 +8,7 @@
 //! next event, so a full disk or a dead broker never stops captioning or the overlay.
 
 pub mod captions;
+pub mod file;
 pub mod http;
 pub mod mqtt;
 

@@ -2,6 +2,7 @@
 //! models from the cache, and the pipeline exactly as the daemon runs it.
 #![allow(dead_code)]
 
+pub mod daemon;
 pub mod mosquitto;
 pub mod webdriver;
 

@@ -1,0 +1,112 @@
+//! The daemon binary as a user starts it (`sarcasmd replay ... --config`), in a temp dir.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{bin, compose, write_wav_i16, RATE};
+
+/// Four sentences with pauses: about 16 s of espeak-ng speech.
+pub fn meeting(dir: &Path, name: &str, lines: &[&str]) -> PathBuf {
+    let parts: Vec<(&str, &str)> = lines.iter().map(|l| (*l, "en-us")).collect();
+    let c = compose(0.5, &parts, 1.2);
+    let wav = dir.join(name);
+    write_wav_i16(&wav, &c.samples, RATE);
+    wav
+}
+
+pub const LINES_A: &[&str] = &[
+    "Good morning everyone, the quarterly numbers are in.",
+    "Oh great, another meeting that could have been an email.",
+    "The server crashed again during the demo.",
+    "Wow, what a surprise, I am totally shocked.",
+];
+pub const LINES_B: &[&str] = &[
+    "Welcome back after the break.",
+    "Sure, because printers always work on Mondays.",
+];
+
+pub struct Daemon {
+    pub child: Child,
+    pub stderr: PathBuf,
+}
+
+impl Daemon {
+    /// `sarcasmd replay WAV --config CFG --events EVENTS` with the temp dir as cwd.
+    pub fn start(dir: &Path, cfg: &str, wav: &Path, realtime: bool, tag: &str) -> Daemon {
+        let events = dir.join(format!("{tag}.jsonl"));
+        Self::start_events(dir, cfg, wav, realtime, tag, &events)
+    }
+
+    /// Like `start`, with the events going to `events`.
+    pub fn start_events(
+        dir: &Path,
+        cfg: &str,
+        wav: &Path,
+        realtime: bool,
+        tag: &str,
+        events: &Path,
+    ) -> Daemon {
+        let cfg_path = dir.join(format!("{tag}.toml"));
+        std::fs::write(&cfg_path, cfg).unwrap();
+        let stderr = dir.join(format!("{tag}.stderr"));
+        let mut cmd = Command::new(bin());
+        cmd.current_dir(dir)
+            .arg("replay")
+            .arg(wav)
+            .arg("--config")
+            .arg(&cfg_path)
+            .arg("--events")
+            .arg(events)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&stderr).unwrap());
+        if realtime {
+            cmd.arg("--realtime");
+        }
+        Daemon {
+            child: cmd.spawn().expect("start sarcasmd"),
+            stderr,
+        }
+    }
+
+    pub fn wait(mut self, timeout: Duration) -> (i32, String) {
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                let log = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+                return (st.code().unwrap_or(-1), log);
+            }
+            if t0.elapsed() > timeout {
+                let _ = self.child.kill();
+                let log = std::fs::read_to_string(&self.stderr).unwrap_or_default();
+                panic!("daemon still running after {timeout:?}; stderr:\n{log}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn events(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
+}
+
+pub fn finals(path: &Path) -> Vec<serde_json::Value> {
+    events(path)
+        .into_iter()
+        .filter(|e| e["type"] == "utterance")
+        .collect()
+}
+

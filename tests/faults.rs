@@ -1,0 +1,156 @@
+//! Faults a board meets in a room, and the privacy defaults: a full disk, an output
+//! directory that appears late, SIGKILL in the middle of a run, and what listens.
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::daemon::{events, finals, meeting, Daemon, LINES_A};
+use common::mosquitto::free_port;
+
+fn stderr_of(d: &Daemon) -> String {
+    std::fs::read_to_string(&d.stderr).unwrap_or_default()
+}
+
+#[test]
+fn a_full_disk_is_logged_once_and_the_daemon_keeps_going() {
+    let d = tempfile::tempdir().unwrap();
+    let wav = meeting(d.path(), "a.wav", &LINES_A[..2]);
+    let daemon = Daemon::start_events(d.path(), "", &wav, false, "full", Path::new("/dev/full"));
+    let (code, log) = daemon.wait(Duration::from_secs(300));
+    assert_eq!(code, 0, "{log}");
+    assert_eq!(log.matches("cannot write events").count(), 1, "one log line per outage:\n{log}");
+    assert!(log.contains("No space left on device"), "{log}");
+    assert!(log.contains("could not be written before exit"), "{log}");
+}
+
+#[test]
+fn events_wait_for_a_missing_directory_and_none_is_lost() {
+    let d = tempfile::tempdir().unwrap();
+    let wav = meeting(d.path(), "a.wav", LINES_A);
+    let late = d.path().join("late");
+    let path = late.join("events.jsonl");
+    let daemon = Daemon::start_events(d.path(), "", &wav, true, "late", &path);
+    let t0 = Instant::now();
+    while !stderr_of(&daemon).contains("cannot write events") {
+        assert!(t0.elapsed() < Duration::from_secs(90), "{}", stderr_of(&daemon));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The mount appears (or an operator fixes the path) while the meeting goes on.
+    std::fs::create_dir(&late).unwrap();
+    let (code, log) = daemon.wait(Duration::from_secs(120));
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("writing events again"), "{log}");
+    let ids: Vec<u64> = finals(&path).iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    assert!(ids.len() >= 3, "{ids:?}");
+    assert_eq!(ids, (0..ids.len() as u64).collect::<Vec<_>>(), "lost or reordered");
+}
+
+#[test]
+fn after_sigkill_mid_run_every_output_file_is_valid_on_restart() {
+    let d = tempfile::tempdir().unwrap();
+    let wav = meeting(d.path(), "a.wav", LINES_A);
+    let events_path = d.path().join("events.jsonl");
+    let cfg = "[captions]\nvtt = \"live.vtt\"\nsrt = \"live.srt\"\n";
+    let mut daemon = Daemon::start_events(d.path(), cfg, &wav, true, "k1", &events_path);
+    let t0 = Instant::now();
+    while finals(&events_path).len() < 2 {
+        assert!(t0.elapsed() < Duration::from_secs(90), "{}", stderr_of(&daemon));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    daemon.child.kill().unwrap(); // SIGKILL
+    daemon.child.wait().unwrap();
+    // A kill can land inside a write: leave the torn line such a kill would leave.
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&events_path).unwrap();
+        f.write_all(b"{\"type\":\"utterance\",\"id\":2,\"start_s\":9.1,\"transcr").unwrap();
+    }
+    let before = std::fs::read_to_string(&events_path).unwrap();
+    let whole_before = before.lines().count() - 1;
+
+    let daemon = Daemon::start_events(d.path(), cfg, &wav, false, "k2", &events_path);
+    let (code, log) = daemon.wait(Duration::from_secs(300));
+    assert_eq!(code, 0, "{log}");
+    assert!(log.contains("removed a torn last line"), "{log}");
+    let text = std::fs::read_to_string(&events_path).unwrap();
+    assert!(text.ends_with('\n'));
+    let all = events(&events_path); // panics on any line that is not whole JSON
+    assert!(all.len() > whole_before, "the restarted run appended nothing");
+    let vtt = std::fs::read_to_string(d.path().join("live.vtt")).unwrap();
+    assert!(vtt.starts_with("WEBVTT\n\n") && vtt.ends_with("\n\n"), "{vtt}");
+    let srt = std::fs::read_to_string(d.path().join("live.srt")).unwrap();
+    assert!(srt.starts_with("1\n") && srt.ends_with("\n\n"), "{srt}");
+}
+
+/// Local addresses of the TCP sockets `pid` is listening on, from /proc.
+fn listening(pid: u32) -> Vec<String> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|rd| {
+            rd.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|l| {
+                    let s = l.to_string_lossy().into_owned();
+                    s.strip_prefix("socket:[")?.strip_suffix(']').map(String::from)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for table in ["tcp", "tcp6"] {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).unwrap_or_default();
+        for l in text.lines().skip(1) {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // st 0A = LISTEN; field 9 = inode.
+            if f.len() > 9 && f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
+                out.push(format!("{table}:{}", f[1]));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn by_default_nothing_listens_beyond_loopback_and_no_audio_reaches_disk() {
+    let d = tempfile::tempdir().unwrap();
+    let wav = meeting(d.path(), "a.wav", &LINES_A[..2]);
+    // Default config: no listener at all.
+    let daemon = Daemon::start(d.path(), "", &wav, true, "dflt");
+    let t0 = Instant::now();
+    while finals(&d.path().join("dflt.jsonl")).is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(90), "{}", stderr_of(&daemon));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(listening(daemon.child.id()), Vec::<String>::new());
+    let (code, log) = daemon.wait(Duration::from_secs(120));
+    assert_eq!(code, 0, "{log}");
+
+    // The HTTP listener with its default address family: loopback only.
+    let port = free_port();
+    let cfg = format!("[http]\nenabled = true\nbind = \"127.0.0.1:{port}\"\n");
+    let daemon = Daemon::start(d.path(), &cfg, &wav, true, "http");
+    let t0 = Instant::now();
+    let socks = loop {
+        let s = listening(daemon.child.id());
+        if !s.is_empty() {
+            break s;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "{}", stderr_of(&daemon));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // /proc/net/tcp prints the address as little-endian hex: 127.0.0.1 = 0100007F.
+    assert_eq!(socks, [format!("tcp:0100007F:{port:04X}")]);
+    let (code, log) = daemon.wait(Duration::from_secs(120));
+    assert_eq!(code, 0, "{log}");
+
+    // Nothing but the test's own input and the configured outputs in the working dir.
+    let mut files: Vec<String> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["a.wav", "dflt.jsonl", "dflt.stderr", "dflt.toml", "http.jsonl", "http.stderr", "http.toml"]
+    );
+}

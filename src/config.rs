@@ -71,6 +71,15 @@ pub struct Config {
     pub captions: CaptionsConfig,
     pub http: HttpConfig,
     pub mqtt: MqttConfig,
+    pub budget: BudgetConfig,
+}
+
+/// What the board promises; violations are counted and reported, not enforced.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetConfig {
+    /// End of speech -> event, in milliseconds (hangover included). 0 = no budget.
+    pub event_latency_ms: u32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -259,6 +268,12 @@ impl Config {
             .map_err(|e| FieldError::new("prosody", e.to_string()))?;
         self.text.validate()?;
         self.fusion.validate()?;
+        if self.budget.event_latency_ms > 600_000 {
+            return Err(FieldError::new(
+                "budget.event_latency_ms",
+                "must be at most 600000 (0 = no budget)",
+            ));
+        }
         self.captions.validate(self.output.include_transcript)?;
         self.http.validate()?;
         self.mqtt.validate()?;

@@ -61,6 +61,10 @@ enum Cmd {
         /// en, de or auto; overrides the config.
         #[arg(long)]
         language: Option<String>,
+        /// Raw PCM on stdin comes from a live capture (`arecord ... |`): never block it;
+        /// when the pipeline falls behind, drop and count instead of waiting.
+        #[arg(long)]
+        live: bool,
     },
     /// Check a config file; no side effects.
     Validate { file: PathBuf },
@@ -161,6 +165,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             stats,
             model,
             language,
+            live,
         } => {
             let mut cfg = match &config {
                 Some(p) => Config::load(p).map_err(DaemonError::from)?,
@@ -169,7 +174,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             cfg.source = if input == "-" {
                 SourceConfig::Stdin {
                     sample_rate_hz: rate,
-                    live: false,
+                    live,
                 }
             } else {
                 SourceConfig::Wav {

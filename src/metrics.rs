@@ -253,6 +253,12 @@ impl Collector for LiveCollector {
         )?;
         counter(
             &mut enc,
+            "latency_budget_violations",
+            "Events later than budget.event_latency_ms after the end of speech",
+            get(&c.budget_violations),
+        )?;
+        counter(
+            &mut enc,
             "events_file_errors",
             "Failed writes or opens of the events file (disk full, path missing); lines wait in a backlog",
             get(&c.events_file_errors),

@@ -168,6 +168,7 @@ pub struct Counters {
     pub utterance_queue_depth: AtomicU64,
     pub event_queue_depth: AtomicU64,
     pub source_running: AtomicBool,
+    pub budget_violations: AtomicU64,
     /// Events file writes that failed, and lines dropped from its full backlog.
     pub events_file_errors: AtomicU64,
     pub events_file_dropped: AtomicU64,
@@ -212,6 +213,8 @@ pub struct RunStats {
     pub empty_transcripts: u64,
     pub dropped: BTreeMap<String, u64>,
     pub stages: BTreeMap<String, StageSummary>,
+    /// Events whose end-of-speech -> event latency exceeded `budget.event_latency_ms`.
+    pub budget_violations: u64,
 }
 
 #[derive(Clone)]
@@ -572,6 +575,19 @@ pub fn run_stream(
                 }
             };
             last_final = Some(ev.id);
+            let budget_ms = cfg.budget.event_latency_ms;
+            if budget_ms > 0 && ev.latency_ms.total > budget_ms as f64 {
+                let n = counters.budget_violations.fetch_add(1, Ordering::Relaxed);
+                // First one, then every 100th: an overloaded board must not also flood its log.
+                if n % 100 == 0 {
+                    log::warn!(
+                        "utterance {} flagged {:.0} ms after the end of speech, over the {budget_ms} ms budget ({} violations so far)",
+                        ev.id,
+                        ev.latency_ms.total,
+                        n + 1
+                    );
+                }
+            }
             let l = &ev.latency_ms;
             for (k, v) in [
                 ("endpoint", l.endpoint),
@@ -650,6 +666,7 @@ pub fn run_stream(
         utterances: c.utterances.load(Ordering::Relaxed),
         events: c.events.load(Ordering::Relaxed),
         too_short: c.too_short.load(Ordering::Relaxed),
+        budget_violations: c.budget_violations.load(Ordering::Relaxed),
         partials: c.partials.load(Ordering::Relaxed),
         empty_transcripts: c.empty_transcripts.load(Ordering::Relaxed),
         dropped,

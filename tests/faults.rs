@@ -154,3 +154,93 @@ fn by_default_nothing_listens_beyond_loopback_and_no_audio_reaches_disk() {
         ["a.wav", "dflt.jsonl", "dflt.stderr", "dflt.toml", "http.jsonl", "http.stderr", "http.toml"]
     );
 }
+
+/// Busy loops pinned to one CPU; killed when dropped (also when the test panics).
+struct Hogs(Vec<std::process::Child>);
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for h in &mut self.0 {
+            let _ = h.kill();
+            let _ = h.wait();
+        }
+    }
+}
+
+#[test]
+fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    if Command::new("taskset").arg("-V").output().is_err() {
+        println!("SKIP: taskset (util-linux) not installed");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let lines: Vec<(&str, &str)> = LINES_A.iter().chain(LINES_A).map(|l| (*l, "en-us")).collect();
+    let speech = common::compose(0.5, &lines, 0.8);
+    let pcm = common::to_s16le(&speech.samples);
+    let audio_s = speech.samples.len() as f64 / 16_000.0;
+    // Ten busy loops share CPU 0 with the daemon: it gets about a tenth of a core, less
+    // than the pipeline needs for speech-dense audio.
+    let _hogs = Hogs(
+        (0..10)
+            .map(|_| {
+                Command::new("taskset")
+                    .args(["-c", "0", "sh", "-c", "while :; do :; done"])
+                    .spawn()
+                    .unwrap()
+            })
+            .collect(),
+    );
+    let cfg = d.path().join("tight.toml");
+    std::fs::write(&cfg, "[buffers]\nutterance_queue = 1\n\n[budget]\nevent_latency_ms = 1000\n").unwrap();
+    let stats = d.path().join("stats.json");
+    let events_path = d.path().join("ev.jsonl");
+    let mut child = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(common::bin())
+        .args(["replay", "-", "--rate", "16000", "--live", "--config"])
+        .arg(&cfg)
+        .arg("--events")
+        .arg(&events_path)
+        .arg("--stats")
+        .arg(&stats)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A microphone does not wait: real-time pace from an unpinned thread.
+    let mut stdin = child.stdin.take().unwrap();
+    let t0 = Instant::now();
+    let mut sent = 0usize;
+    for c in pcm.chunks(3200) {
+        if stdin.write_all(c).is_err() {
+            break;
+        }
+        sent += c.len();
+        if let Some(w) = Duration::from_secs_f64(sent as f64 / 32_000.0).checked_sub(t0.elapsed()) {
+            std::thread::sleep(w);
+        }
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    drop(_hogs);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    println!(
+        "overload: {audio_s:.1} s of speech, {} events, dropped {}, budget violations {}, total latency p95 {} ms, peak RSS {} MB",
+        s["events"], s["dropped"], s["budget_violations"], s["stages"]["total"]["p95_ms"], s["peak_rss_mb"]
+    );
+    // Events stay in order.
+    let ids: Vec<u64> = finals(&events_path).iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    // Falling behind shows up as counted drops and budget violations, not as growth.
+    let dropped = s["dropped"]["utterances_queue_full"].as_u64().unwrap()
+        + s["dropped"]["ring_samples"].as_u64().unwrap();
+    assert!(dropped > 0, "no drop counted: {s}");
+    assert!(s["budget_violations"].as_u64().unwrap() > 0, "{s}");
+    assert!(log.contains("over the 1000 ms budget"), "{log}");
+    assert!(s["peak_rss_mb"].as_f64().unwrap() < 600.0, "{s}");
+}

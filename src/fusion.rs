@@ -22,6 +22,8 @@ pub const FUSION_FEATURE_VERSION: &str = "late-logits-v1";
 /// Default head directory: the repo's `models/heads` (installed packages put them
 /// next to the binary and point `fusion.heads_dir` there).
 pub const DEFAULT_HEADS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/heads");
+/// Where the Debian package installs the heads.
+pub const PACKAGED_HEADS_DIR: &str = "/usr/share/sarcasmd/heads";
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -60,7 +62,12 @@ impl FusionConfig {
         if let Some(d) = std::env::var_os("SARCASMD_HEADS_DIR").filter(|v| !v.is_empty()) {
             return PathBuf::from(d);
         }
-        PathBuf::from(DEFAULT_HEADS_DIR)
+        // An installed package has no source tree: use the heads it ships.
+        let built = PathBuf::from(DEFAULT_HEADS_DIR);
+        if !built.is_dir() && std::path::Path::new(PACKAGED_HEADS_DIR).is_dir() {
+            return PACKAGED_HEADS_DIR.into();
+        }
+        built
     }
 }
 

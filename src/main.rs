@@ -104,7 +104,8 @@ enum ModelsCmd {
     },
     /// Print the model directory.
     Dir,
-    /// Fetch and convert the models (runs scripts/fetch-models.sh from the source tree).
+    /// Fetch and convert the models (runs scripts/fetch-models.sh from the source tree,
+    /// or the installed package's copy).
     Fetch {
         #[arg(long)]
         dir: Option<PathBuf>,
@@ -315,7 +316,11 @@ fn models_cmd(cmd: ModelsCmd) -> anyhow::Result<i32> {
             Ok(0)
         }
         ModelsCmd::Fetch { dir } => {
-            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-models.sh");
+            // The source tree when built from it, else the installed package's copy.
+            let mut script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-models.sh");
+            if !script.exists() {
+                script = PathBuf::from("/usr/share/sarcasmd/scripts/fetch-models.sh");
+            }
             anyhow::ensure!(
                 script.exists(),
                 "{} not found: `models fetch` runs the fetch script from the source tree this binary was built from",

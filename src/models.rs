@@ -16,9 +16,9 @@ pub const LOCK_JSON: &str = include_str!("../models/models.lock.json");
 
 #[derive(Debug, Error)]
 pub enum ModelError {
-    #[error("model `{name}` is missing: {path} does not exist. Run `scripts/fetch-models.sh` (or set models.dir / SARCASMD_MODEL_DIR to where the models are)")]
+    #[error("model `{name}` is missing: {path} does not exist. Run `scripts/fetch-models.sh` (installed package: `sudo sarcasmd-fetch-models`), or set models.dir / SARCASMD_MODEL_DIR to where the models are")]
     Missing { name: String, path: PathBuf },
-    #[error("model `{name}` at {path} is corrupt or stale: {reason}. Delete it and run `scripts/fetch-models.sh` again")]
+    #[error("model `{name}` at {path} is corrupt or stale: {reason}. Delete it and run `scripts/fetch-models.sh` (installed package: `sudo sarcasmd-fetch-models`) again")]
     Corrupt {
         name: String,
         path: PathBuf,

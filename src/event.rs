@@ -30,6 +30,21 @@ pub struct LatencyMs {
     pub total: f64,
 }
 
+impl LatencyMs {
+    /// Every stage with its name, in pipeline order (summaries, metrics).
+    pub fn stages(&self) -> [(&'static str, f64); 7] {
+        [
+            ("endpoint", self.endpoint),
+            ("queue", self.queue),
+            ("asr", self.asr),
+            ("text", self.text),
+            ("audio", self.audio),
+            ("fusion", self.fusion),
+            ("total", self.total),
+        ]
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UtteranceEvent {
     #[serde(rename = "type")]

@@ -123,16 +123,7 @@ impl Metrics {
     }
 
     pub fn observe_utterance(&self, ev: &UtteranceEvent) {
-        let l = &ev.latency_ms;
-        for (stage, ms) in [
-            ("endpoint", l.endpoint),
-            ("queue", l.queue),
-            ("asr", l.asr),
-            ("text", l.text),
-            ("audio", l.audio),
-            ("fusion", l.fusion),
-            ("total", l.total),
-        ] {
+        for (stage, ms) in ev.latency_ms.stages() {
             self.stage_latency
                 .get_or_create(&vec![("stage", stage.to_string())])
                 .observe(ms / 1000.0);

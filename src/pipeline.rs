@@ -588,16 +588,7 @@ pub fn run_stream(
                     );
                 }
             }
-            let l = &ev.latency_ms;
-            for (k, v) in [
-                ("endpoint", l.endpoint),
-                ("queue", l.queue),
-                ("asr", l.asr),
-                ("text", l.text),
-                ("audio", l.audio),
-                ("fusion", l.fusion),
-                ("total", l.total),
-            ] {
+            for (k, v) in ev.latency_ms.stages() {
                 stages.entry(k.to_string()).or_default().push(v);
             }
             if sink_err.is_none() {

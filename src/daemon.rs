@@ -14,12 +14,12 @@ use crate::config::{Config, ConfigError, SourceConfig};
 use crate::event::{EventSink, JsonLinesSink};
 use crate::metrics::Metrics;
 use crate::pipeline::{self, Counters, Engine, EngineError, PipelineError, RunOptions, RunStats};
-use crate::sinks::captions::{CaptionWriter, CaptionsError};
-use crate::sinks::http::{HttpError, Hub, HttpServer};
-use crate::sinks::mqtt::{MqttError, MqttSink};
-use crate::sinks::file::EventsFile;
-use crate::sinks::SinkSet;
 use crate::service;
+use crate::sinks::captions::{CaptionWriter, CaptionsError};
+use crate::sinks::file::EventsFile;
+use crate::sinks::http::{HttpError, HttpServer, Hub};
+use crate::sinks::mqtt::{MqttError, MqttSink};
+use crate::sinks::SinkSet;
 
 #[derive(Debug, Error)]
 pub enum DaemonError {
@@ -180,7 +180,11 @@ impl Outputs {
     }
 
     /// Periodic stats on MQTT (`mqtt.stats_interval_s`), until `done` is set.
-    fn spawn_stats_ticker(&self, cfg: &Config, done: Arc<AtomicBool>) -> Option<std::thread::JoinHandle<()>> {
+    fn spawn_stats_ticker(
+        &self,
+        cfg: &Config,
+        done: Arc<AtomicBool>,
+    ) -> Option<std::thread::JoinHandle<()>> {
         let mqtt = self.mqtt.clone()?;
         let every = Duration::from_secs(cfg.mqtt.stats_interval_s as u64);
         if every.is_zero() {
@@ -229,7 +233,9 @@ impl Outputs {
                         s.dropped_queue_full
                     );
                 }
-                Err(_) => log::warn!("mqtt: still shared at shutdown; not waiting for acknowledgements"),
+                Err(_) => {
+                    log::warn!("mqtt: still shared at shutdown; not waiting for acknowledgements")
+                }
             }
         }
         if let Some(s) = self.server.take() {
@@ -291,13 +297,18 @@ pub fn serve(
                             service::reloading();
                             match Config::load(&path) {
                                 Ok(new) => {
-                                    log::info!("reload: {} is valid; restarting the stream with it", path.display());
+                                    log::info!(
+                                        "reload: {} is valid; restarting the stream with it",
+                                        path.display()
+                                    );
                                     *next.lock().expect("reload slot") = Some(new);
                                     run_stop.store(true, Ordering::Relaxed);
                                     return;
                                 }
                                 Err(e) => {
-                                    log::error!("reload rejected, still running the previous config: {e}");
+                                    log::error!(
+                                        "reload rejected, still running the previous config: {e}"
+                                    );
                                     service::ready(&format!("reload rejected: {e}"));
                                 }
                             }

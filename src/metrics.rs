@@ -278,7 +278,10 @@ impl Collector for LiveCollector {
                 ),
                 ("partial_asr_busy", get(&c.partials_skipped_busy) as f64),
                 ("partial_stale", get(&c.partials_stale) as f64),
-                ("partial_event_queue_full", get(&c.partials_dropped_queue_full) as f64),
+                (
+                    "partial_event_queue_full",
+                    get(&c.partials_dropped_queue_full) as f64,
+                ),
                 ("sse_client_lagged", lagged as f64),
                 (
                     "events_file_backlog_full",
@@ -352,7 +355,12 @@ impl Collector for LiveCollector {
             )?;
         }
         if let Some(b) = rss_bytes() {
-            gauge(&mut enc, "resident_memory_bytes", "Resident set size now", b)?;
+            gauge(
+                &mut enc,
+                "resident_memory_bytes",
+                "Resident set size now",
+                b,
+            )?;
         }
         gauge(
             &mut enc,

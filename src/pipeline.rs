@@ -769,7 +769,9 @@ fn request_interim(
         audio,
     };
     if let Err(TrySendError::Full(_)) = tx.try_send(req) {
-        counters.partials_skipped_busy.fetch_add(1, Ordering::Relaxed);
+        counters
+            .partials_skipped_busy
+            .fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -156,19 +156,33 @@ mod tests {
     #[test]
     fn stall_detection_names_the_stuck_stage() {
         let h = Heartbeat::default();
-        assert_eq!(h.stalled(Duration::ZERO, Duration::ZERO), None, "no beat yet");
+        assert_eq!(
+            h.stalled(Duration::ZERO, Duration::ZERO),
+            None,
+            "no beat yet"
+        );
         h.beat();
         std::thread::sleep(Duration::from_millis(20));
-        let why = h.stalled(Duration::from_millis(5), Duration::from_secs(60)).unwrap();
+        let why = h
+            .stalled(Duration::from_millis(5), Duration::from_secs(60))
+            .unwrap();
         assert!(why.contains("segmenter"), "{why}");
         h.beat();
-        assert_eq!(h.stalled(Duration::from_secs(60), Duration::from_secs(60)), None);
+        assert_eq!(
+            h.stalled(Duration::from_secs(60), Duration::from_secs(60)),
+            None
+        );
         h.analysing(true);
         std::thread::sleep(Duration::from_millis(20));
-        let why = h.stalled(Duration::from_secs(60), Duration::from_millis(5)).unwrap();
+        let why = h
+            .stalled(Duration::from_secs(60), Duration::from_millis(5))
+            .unwrap();
         assert!(why.contains("analysis"), "{why}");
         h.analysing(false);
-        assert_eq!(h.stalled(Duration::from_secs(60), Duration::from_millis(5)), None);
+        assert_eq!(
+            h.stalled(Duration::from_secs(60), Duration::from_millis(5)),
+            None
+        );
     }
 
     #[test]

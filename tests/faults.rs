@@ -20,7 +20,11 @@ fn a_full_disk_is_logged_once_and_the_daemon_keeps_going() {
     let daemon = Daemon::start_events(d.path(), "", &wav, false, "full", Path::new("/dev/full"));
     let (code, log) = daemon.wait(Duration::from_secs(300));
     assert_eq!(code, 0, "{log}");
-    assert_eq!(log.matches("cannot write events").count(), 1, "one log line per outage:\n{log}");
+    assert_eq!(
+        log.matches("cannot write events").count(),
+        1,
+        "one log line per outage:\n{log}"
+    );
     assert!(log.contains("No space left on device"), "{log}");
     assert!(log.contains("could not be written before exit"), "{log}");
 }
@@ -34,7 +38,11 @@ fn events_wait_for_a_missing_directory_and_none_is_lost() {
     let daemon = Daemon::start_events(d.path(), "", &wav, true, "late", &path);
     let t0 = Instant::now();
     while !stderr_of(&daemon).contains("cannot write events") {
-        assert!(t0.elapsed() < Duration::from_secs(90), "{}", stderr_of(&daemon));
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "{}",
+            stderr_of(&daemon)
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     // The mount appears (or an operator fixes the path) while the meeting goes on.
@@ -42,9 +50,16 @@ fn events_wait_for_a_missing_directory_and_none_is_lost() {
     let (code, log) = daemon.wait(Duration::from_secs(120));
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("writing events again"), "{log}");
-    let ids: Vec<u64> = finals(&path).iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    let ids: Vec<u64> = finals(&path)
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
     assert!(ids.len() >= 3, "{ids:?}");
-    assert_eq!(ids, (0..ids.len() as u64).collect::<Vec<_>>(), "lost or reordered");
+    assert_eq!(
+        ids,
+        (0..ids.len() as u64).collect::<Vec<_>>(),
+        "lost or reordered"
+    );
 }
 
 #[test]
@@ -56,7 +71,11 @@ fn after_sigkill_mid_run_every_output_file_is_valid_on_restart() {
     let mut daemon = Daemon::start_events(d.path(), cfg, &wav, true, "k1", &events_path);
     let t0 = Instant::now();
     while finals(&events_path).len() < 2 {
-        assert!(t0.elapsed() < Duration::from_secs(90), "{}", stderr_of(&daemon));
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "{}",
+            stderr_of(&daemon)
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     daemon.child.kill().unwrap(); // SIGKILL
@@ -64,8 +83,12 @@ fn after_sigkill_mid_run_every_output_file_is_valid_on_restart() {
     // A kill can land inside a write: leave the torn line such a kill would leave.
     {
         use std::io::Write;
-        let mut f = std::fs::OpenOptions::new().append(true).open(&events_path).unwrap();
-        f.write_all(b"{\"type\":\"utterance\",\"id\":2,\"start_s\":9.1,\"transcr").unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&events_path)
+            .unwrap();
+        f.write_all(b"{\"type\":\"utterance\",\"id\":2,\"start_s\":9.1,\"transcr")
+            .unwrap();
     }
     let before = std::fs::read_to_string(&events_path).unwrap();
     let whole_before = before.lines().count() - 1;
@@ -77,9 +100,15 @@ fn after_sigkill_mid_run_every_output_file_is_valid_on_restart() {
     let text = std::fs::read_to_string(&events_path).unwrap();
     assert!(text.ends_with('\n'));
     let all = events(&events_path); // panics on any line that is not whole JSON
-    assert!(all.len() > whole_before, "the restarted run appended nothing");
+    assert!(
+        all.len() > whole_before,
+        "the restarted run appended nothing"
+    );
     let vtt = std::fs::read_to_string(d.path().join("live.vtt")).unwrap();
-    assert!(vtt.starts_with("WEBVTT\n\n") && vtt.ends_with("\n\n"), "{vtt}");
+    assert!(
+        vtt.starts_with("WEBVTT\n\n") && vtt.ends_with("\n\n"),
+        "{vtt}"
+    );
     let srt = std::fs::read_to_string(d.path().join("live.srt")).unwrap();
     assert!(srt.starts_with("1\n") && srt.ends_with("\n\n"), "{srt}");
 }
@@ -91,7 +120,9 @@ fn listening(pid: u32) -> Vec<String> {
             rd.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
                 .filter_map(|l| {
                     let s = l.to_string_lossy().into_owned();
-                    s.strip_prefix("socket:[")?.strip_suffix(']').map(String::from)
+                    s.strip_prefix("socket:[")?
+                        .strip_suffix(']')
+                        .map(String::from)
                 })
                 .collect()
         })
@@ -118,7 +149,11 @@ fn by_default_nothing_listens_beyond_loopback_and_no_audio_reaches_disk() {
     let daemon = Daemon::start(d.path(), "", &wav, true, "dflt");
     let t0 = Instant::now();
     while finals(&d.path().join("dflt.jsonl")).is_empty() {
-        assert!(t0.elapsed() < Duration::from_secs(90), "{}", stderr_of(&daemon));
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "{}",
+            stderr_of(&daemon)
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(listening(daemon.child.id()), Vec::<String>::new());
@@ -135,7 +170,11 @@ fn by_default_nothing_listens_beyond_loopback_and_no_audio_reaches_disk() {
         if !s.is_empty() {
             break s;
         }
-        assert!(t0.elapsed() < Duration::from_secs(60), "{}", stderr_of(&daemon));
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{}",
+            stderr_of(&daemon)
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
     // /proc/net/tcp prints the address as little-endian hex: 127.0.0.1 = 0100007F.
@@ -151,7 +190,15 @@ fn by_default_nothing_listens_beyond_loopback_and_no_audio_reaches_disk() {
     files.sort();
     assert_eq!(
         files,
-        ["a.wav", "dflt.jsonl", "dflt.stderr", "dflt.toml", "http.jsonl", "http.stderr", "http.toml"]
+        [
+            "a.wav",
+            "dflt.jsonl",
+            "dflt.stderr",
+            "dflt.toml",
+            "http.jsonl",
+            "http.stderr",
+            "http.toml"
+        ]
     );
 }
 
@@ -175,7 +222,11 @@ fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
         return;
     }
     let d = tempfile::tempdir().unwrap();
-    let lines: Vec<(&str, &str)> = LINES_A.iter().chain(LINES_A).map(|l| (*l, "en-us")).collect();
+    let lines: Vec<(&str, &str)> = LINES_A
+        .iter()
+        .chain(LINES_A)
+        .map(|l| (*l, "en-us"))
+        .collect();
     let speech = common::compose(0.5, &lines, 0.8);
     let pcm = common::to_s16le(&speech.samples);
     let audio_s = speech.samples.len() as f64 / 16_000.0;
@@ -192,7 +243,11 @@ fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
             .collect(),
     );
     let cfg = d.path().join("tight.toml");
-    std::fs::write(&cfg, "[buffers]\nutterance_queue = 1\n\n[budget]\nevent_latency_ms = 1000\n").unwrap();
+    std::fs::write(
+        &cfg,
+        "[buffers]\nutterance_queue = 1\n\n[budget]\nevent_latency_ms = 1000\n",
+    )
+    .unwrap();
     let stats = d.path().join("stats.json");
     let events_path = d.path().join("ev.jsonl");
     let mut child = Command::new("taskset")
@@ -228,13 +283,17 @@ fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
     drop(_hogs);
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{log}");
-    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
     println!(
         "overload: {audio_s:.1} s of speech, {} events, dropped {}, budget violations {}, total latency p95 {} ms, peak RSS {} MB",
         s["events"], s["dropped"], s["budget_violations"], s["stages"]["total"]["p95_ms"], s["peak_rss_mb"]
     );
     // Events stay in order.
-    let ids: Vec<u64> = finals(&events_path).iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    let ids: Vec<u64> = finals(&events_path)
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
     // Falling behind shows up as counted drops and budget violations, not as growth.
     let dropped = s["dropped"]["utterances_queue_full"].as_u64().unwrap()

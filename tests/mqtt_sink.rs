@@ -558,10 +558,7 @@ fn username_and_password_are_required_and_used() {
         println!("SKIP: mosquitto_passwd not available (package mosquitto)");
         return;
     }
-    let conf = format!(
-        "allow_anonymous false\npassword_file {}",
-        pwfile.display()
-    );
+    let conf = format!("allow_anonymous false\npassword_file {}", pwfile.display());
     let Some(broker) = Broker::start_with(&conf) else {
         return;
     };

@@ -60,7 +60,8 @@ fn sse_events(
     enough: impl Fn(&[(String, String)]) -> bool,
 ) -> Vec<(String, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
     let q = token.map(|t| format!("?token={t}")).unwrap_or_default();
     write!(
         s,
@@ -99,7 +100,8 @@ fn captions_are_webvtt_and_srt_that_ffmpeg_reads_back() {
     let d = tempfile::tempdir().unwrap();
     let wav = meeting(d.path(), "a.wav", LINES_A);
     let cfg = "[captions]\nvtt = \"live.vtt\"\nsrt = \"live.srt\"\nspeaker = \"Chair\"\n";
-    let (code, log) = Daemon::start(d.path(), cfg, &wav, false, "cap").wait(Duration::from_secs(300));
+    let (code, log) =
+        Daemon::start(d.path(), cfg, &wav, false, "cap").wait(Duration::from_secs(300));
     assert_eq!(code, 0, "{log}");
     let evs = finals(&d.path().join("cap.jsonl"));
     assert!(evs.len() >= 3, "{evs:?}");
@@ -158,7 +160,9 @@ fn captions_are_webvtt_and_srt_that_ffmpeg_reads_back() {
 
     // An independent parser: ffmpeg converts each format into the other.
     if Command::new("ffmpeg").arg("-version").output().is_err() {
-        println!("SKIP: ffmpeg not installed (scripts/install-system-deps.sh --test); own checks passed");
+        println!(
+            "SKIP: ffmpeg not installed (scripts/install-system-deps.sh --test); own checks passed"
+        );
         return;
     }
     for (input, fmt, sep) in [("live.vtt", "srt", ','), ("live.srt", "webvtt", '.')] {
@@ -173,10 +177,17 @@ fn captions_are_webvtt_and_srt_that_ffmpeg_reads_back() {
             String::from_utf8_lossy(&out.stderr)
         );
         let theirs = times(&String::from_utf8_lossy(&out.stdout), sep);
-        assert_eq!(theirs.len(), ours.len(), "ffmpeg read a different cue count from {input}");
+        assert_eq!(
+            theirs.len(),
+            ours.len(),
+            "ffmpeg read a different cue count from {input}"
+        );
         for (x, y) in theirs.iter().zip(&ours) {
             // ffmpeg keeps centiseconds in some paths.
-            assert!((x.0 - y.0).abs() < 0.011 && (x.1 - y.1).abs() < 0.011, "{x:?} vs {y:?}");
+            assert!(
+                (x.0 - y.0).abs() < 0.011 && (x.1 - y.1).abs() < 0.011,
+                "{x:?} vs {y:?}"
+            );
         }
     }
 }
@@ -186,8 +197,8 @@ fn metrics_parse_as_openmetrics_and_the_token_guards_every_route() {
     let d = tempfile::tempdir().unwrap();
     let wav = meeting(d.path(), "a.wav", &LINES_A[..2]);
     let port = free_port();
-    let cfg = http_config(port, &format!("token = \"{TOKEN}\""))
-        + "\n[captions]\nvtt = \"live.vtt\"\n";
+    let cfg =
+        http_config(port, &format!("token = \"{TOKEN}\"")) + "\n[captions]\nvtt = \"live.vtt\"\n";
     let daemon = Daemon::start(d.path(), &cfg, &wav, true, "m");
     wait_http(port, Duration::from_secs(60));
 
@@ -216,13 +227,19 @@ fn metrics_parse_as_openmetrics_and_the_token_guards_every_route() {
         if body.contains("sarcasmd_events_total{type=\"utterance\"}") {
             break body;
         }
-        assert!(t0.elapsed() < Duration::from_secs(120), "no utterance counted:\n{body}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no utterance counted:\n{body}"
+        );
         std::thread::sleep(Duration::from_millis(250));
     };
     // The live WebVTT file, as text/vtt.
     let (st, head, body) = http_get(port, "/captions.vtt", Some(TOKEN));
     assert_eq!(st, 200, "{head}");
-    assert!(head.to_ascii_lowercase().contains("content-type: text/vtt"), "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("content-type: text/vtt"),
+        "{head}"
+    );
     assert!(body.starts_with("WEBVTT"), "{body}");
     assert_eq!(http_get(port, "/captions.srt", Some(TOKEN)).0, 404);
     let (code, log) = daemon.wait(Duration::from_secs(120));
@@ -254,7 +271,12 @@ print(json.dumps(fams))
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
@@ -286,7 +308,9 @@ print(json.dumps(fams))
         .iter()
         .filter_map(|s| s[1]["stage"].as_str().map(String::from))
         .collect();
-    for s in ["endpoint", "queue", "asr", "text", "audio", "fusion", "total"] {
+    for s in [
+        "endpoint", "queue", "asr", "text", "audio", "fusion", "total",
+    ] {
         assert!(stages.iter().any(|x| x == s), "no {s} histogram");
     }
     let reasons: Vec<&str> = fams["sarcasmd_dropped_events"]["samples"]
@@ -295,7 +319,11 @@ print(json.dumps(fams))
         .iter()
         .filter_map(|s| s[1]["reason"].as_str())
         .collect();
-    for r in ["utterance_queue_full", "sse_client_lagged", "partial_asr_busy"] {
+    for r in [
+        "utterance_queue_full",
+        "sse_client_lagged",
+        "partial_asr_busy",
+    ] {
         assert!(reasons.contains(&r), "no drop reason {r}: {reasons:?}");
     }
 }
@@ -305,18 +333,33 @@ fn a_network_bind_without_a_token_is_refused_at_validation() {
     let d = tempfile::tempdir().unwrap();
     let cfg = d.path().join("open.toml");
     std::fs::write(&cfg, "[http]\nenabled = true\nbind = \"0.0.0.0:8790\"\n").unwrap();
-    let out = Command::new(bin()).arg("validate").arg(&cfg).output().unwrap();
+    let out = Command::new(bin())
+        .arg("validate")
+        .arg(&cfg)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("http.bind") && err.contains("http.token"), "{err}");
+    assert!(
+        err.contains("http.bind") && err.contains("http.token"),
+        "{err}"
+    );
 
     std::fs::write(
         &cfg,
         format!("[http]\nenabled = true\nbind = \"0.0.0.0:8790\"\ntoken = \"{TOKEN}\"\n"),
     )
     .unwrap();
-    let out = Command::new(bin()).arg("validate").arg(&cfg).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(bin())
+        .arg("validate")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // The default is loopback.
     let def: sarcasmd::config::Config = sarcasmd::config::Config::default();
@@ -339,8 +382,14 @@ fn transcripts_off_keeps_text_out_of_every_output_and_nothing_else_is_written() 
     });
     let (code, log) = daemon.wait(Duration::from_secs(120));
     assert_eq!(code, 0, "{log}");
-    assert!(seen.iter().filter(|(n, _)| n == "utterance").count() >= 2, "{seen:?}");
-    assert!(!seen.iter().any(|(n, _)| n == "partial"), "interim text while transcripts are off");
+    assert!(
+        seen.iter().filter(|(n, _)| n == "utterance").count() >= 2,
+        "{seen:?}"
+    );
+    assert!(
+        !seen.iter().any(|(n, _)| n == "partial"),
+        "interim text while transcripts are off"
+    );
     for (_, data) in &seen {
         let v: serde_json::Value = serde_json::from_str(data).unwrap();
         if v["type"] == "utterance" {
@@ -376,7 +425,10 @@ fn mqtt_delivers_every_event_across_a_broker_restart() {
     let daemon = Daemon::start(d.path(), &cfg, &wav, true, "q");
     let ev_topic = "sarcasmd/room-7/event";
     assert!(
-        sub.wait_for(|l| l.iter().any(|(t, _)| t == ev_topic), Duration::from_secs(120)),
+        sub.wait_for(
+            |l| l.iter().any(|(t, _)| t == ev_topic),
+            Duration::from_secs(120)
+        ),
         "no first event: {:?}",
         sub.lines()
     );
@@ -394,7 +446,11 @@ fn mqtt_delivers_every_event_across_a_broker_restart() {
     let got = |sub: &Subscriber| -> std::collections::BTreeSet<u64> {
         sub.payloads(ev_topic)
             .iter()
-            .map(|p| serde_json::from_str::<serde_json::Value>(p).unwrap()["id"].as_u64().unwrap())
+            .map(|p| {
+                serde_json::from_str::<serde_json::Value>(p).unwrap()["id"]
+                    .as_u64()
+                    .unwrap()
+            })
             .collect()
     };
     let want: std::collections::BTreeSet<u64> = written.iter().copied().collect();
@@ -402,18 +458,31 @@ fn mqtt_delivers_every_event_across_a_broker_restart() {
     while got(&sub) != want && t0.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(got(&sub), want, "events lost across the broker restart; daemon log:\n{log}");
+    assert_eq!(
+        got(&sub),
+        want,
+        "events lost across the broker restart; daemon log:\n{log}"
+    );
     assert!(log.contains("0 dropped"), "{log}");
 
     // Status: online after each connect, offline at the end (retained).
     let status = sub.payloads("sarcasmd/room-7/status");
-    assert!(status.iter().filter(|s| *s == "online").count() >= 2, "{status:?}");
-    assert_eq!(status.last().map(String::as_str), Some("offline"), "{status:?}");
+    assert!(
+        status.iter().filter(|s| *s == "online").count() >= 2,
+        "{status:?}"
+    );
+    assert_eq!(
+        status.last().map(String::as_str),
+        Some("offline"),
+        "{status:?}"
+    );
     // Home Assistant discovery, and the final stats.
     let disc = sub.payloads("homeassistant/binary_sensor/room-7/sarcasm/config");
     let v: serde_json::Value = serde_json::from_str(disc.last().expect("discovery")).unwrap();
     assert_eq!(v["state_topic"], ev_topic);
-    assert!(!sub.payloads("homeassistant/sensor/room-7/sarcasm_score/config").is_empty());
+    assert!(!sub
+        .payloads("homeassistant/sensor/room-7/sarcasm_score/config")
+        .is_empty());
     assert!(
         sub.payloads("sarcasmd/room-7/stats")
             .iter()
@@ -447,8 +516,16 @@ fn overlay_shows_live_captions_and_reconnects_after_a_daemon_restart() {
         .unwrap_or_else(|e| panic!("no interim text on the page: {e}"));
     println!("interim text seen on the page: {partial}");
     browser
-        .wait_for("document.querySelectorAll('#captions .line').length >= 3", Duration::from_secs(120))
-        .unwrap_or_else(|e| panic!("{e}\n{}", std::fs::read_to_string(&a.stderr).unwrap_or_default()));
+        .wait_for(
+            "document.querySelectorAll('#captions .line').length >= 3",
+            Duration::from_secs(120),
+        )
+        .unwrap_or_else(|e| {
+            panic!(
+                "{e}\n{}",
+                std::fs::read_to_string(&a.stderr).unwrap_or_default()
+            )
+        });
     let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("overlay.png");
     browser.transparent_background().unwrap();
     browser.screenshot_png(&shot).unwrap();
@@ -486,13 +563,18 @@ fn overlay_shows_live_captions_and_reconnects_after_a_daemon_restart() {
         }
     }
     assert!(
-        events(&d.path().join("a.jsonl")).iter().any(|e| e["type"] == "partial"),
+        events(&d.path().join("a.jsonl"))
+            .iter()
+            .any(|e| e["type"] == "partial"),
         "no interim text was produced"
     );
 
     // The daemon is gone: the page says so, then finds the new one by itself.
     browser
-        .wait_for("document.body.dataset.connection !== 'open'", Duration::from_secs(20))
+        .wait_for(
+            "document.body.dataset.connection !== 'open'",
+            Duration::from_secs(20),
+        )
         .unwrap();
     let b = Daemon::start(d.path(), &cfg, &wav_b, true, "b");
     browser
@@ -505,7 +587,8 @@ fn overlay_shows_live_captions_and_reconnects_after_a_daemon_restart() {
     assert_eq!(code, 0, "{log}");
     let log = browser.console_log().unwrap_or_default();
     assert!(
-        !log.iter().any(|l| l.contains("SEVERE") && !l.contains("/events")),
+        !log.iter()
+            .any(|l| l.contains("SEVERE") && !l.contains("/events")),
         "console errors: {log:?}"
     );
 }

@@ -35,13 +35,17 @@ impl Notify {
                 }
             }
         }
-        panic!("no `{needle}` from the daemon within {timeout:?}; got {:?}", self.seen);
+        panic!(
+            "no `{needle}` from the daemon within {timeout:?}; got {:?}",
+            self.seen
+        );
     }
 
     fn drain(&mut self) {
         let mut buf = [0u8; 4096];
         while let Ok(n) = self.sock.recv(&mut buf) {
-            self.seen.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            self.seen
+                .push(String::from_utf8_lossy(&buf[..n]).into_owned());
         }
     }
 }
@@ -67,7 +71,8 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
     let d = tempfile::tempdir().unwrap();
     let sock_path = d.path().join("notify.sock");
     let sock = UnixDatagram::bind(&sock_path).unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
     let mut notify = Notify { sock, seen: vec![] };
 
     let events_path = d.path().join("events.jsonl");
@@ -96,7 +101,10 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
         let log = log.clone();
         std::thread::spawn(move || {
             use std::io::BufRead;
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
                 let mut l = log.lock().unwrap();
                 l.push_str(&line);
                 l.push('\n');
@@ -153,31 +161,47 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
     let t0 = Instant::now();
     loop {
         notify.drain();
-        if notify.seen[n_before..].iter().any(|m| m.contains("reload rejected")) {
+        if notify.seen[n_before..]
+            .iter()
+            .any(|m| m.contains("reload rejected"))
+        {
             break;
         }
         assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", notify.seen);
     }
-    assert!(child.try_wait().unwrap().is_none(), "daemon died on a bad reload");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "daemon died on a bad reload"
+    );
     wait_until("the rejection in the log", Duration::from_secs(5), || {
         let l = log.lock().unwrap();
         l.contains("reload rejected") && l.contains("fusion.threshold")
     });
     let count = events(&events_path).len();
-    wait_until("events to continue after a rejected reload", Duration::from_secs(30), || {
-        events(&events_path).len() > count
-    });
+    wait_until(
+        "events to continue after a rejected reload",
+        Duration::from_secs(30),
+        || events(&events_path).len() > count,
+    );
 
     // A valid change is applied: later events carry the new threshold.
     std::fs::write(&cfg_path, format!("{base}\n[fusion]\nthreshold = 0.93\n")).unwrap();
     unsafe { libc::kill(pid, libc::SIGHUP) };
-    wait_until("an event with the reloaded threshold", Duration::from_secs(60), || {
-        events(&events_path)
-            .iter()
-            .any(|e| (e["threshold"].as_f64().unwrap() - 0.93).abs() < 1e-6)
-    });
+    wait_until(
+        "an event with the reloaded threshold",
+        Duration::from_secs(60),
+        || {
+            events(&events_path)
+                .iter()
+                .any(|e| (e["threshold"].as_f64().unwrap() - 0.93).abs() < 1e-6)
+        },
+    );
     notify.drain();
-    let watchdog_pings = notify.seen.iter().filter(|m| m.contains("WATCHDOG=1")).count();
+    let watchdog_pings = notify
+        .seen
+        .iter()
+        .filter(|m| m.contains("WATCHDOG=1"))
+        .count();
     assert!(watchdog_pings >= 2, "{:?}", notify.seen);
 
     // SIGTERM while people are still talking: exit 0 quickly, every event whole.
@@ -187,7 +211,10 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
         if let Some(st) = child.try_wait().unwrap() {
             break st;
         }
-        assert!(t_term.elapsed() < Duration::from_secs(10), "still running 10 s after SIGTERM");
+        assert!(
+            t_term.elapsed() < Duration::from_secs(10),
+            "still running 10 s after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(10));
     };
     let exit_ms = t_term.elapsed().as_millis();

@@ -235,7 +235,12 @@ pub fn vtt_block(ev: &UtteranceEvent, cues: &[Cue], speaker: Option<&str>) -> St
 }
 
 /// The SRT block for one utterance; `index` is the running cue number (1-based).
-pub fn srt_block(ev: &UtteranceEvent, cues: &[Cue], speaker: Option<&str>, index: &mut u64) -> String {
+pub fn srt_block(
+    ev: &UtteranceEvent,
+    cues: &[Cue],
+    speaker: Option<&str>,
+    index: &mut u64,
+) -> String {
     let mut b = String::new();
     for c in cues {
         let mut text = srt_clean(&c.text);
@@ -412,17 +417,31 @@ mod tests {
                 1,
                 4.5,
                 7.84,
-                &[(4.3, 7.9, " Oh great, another meeting that could have been an email.")],
+                &[(
+                    4.3,
+                    7.9,
+                    " Oh great, another meeting that could have been an email.",
+                )],
                 0.71,
             ),
             // Whisper timestamp before the previous cue's end and beyond the utterance.
-            ev(2, 7.9, 9.0, &[(7.0, 12.0, " Fish & chips <3 --> later")], 0.2),
+            ev(
+                2,
+                7.9,
+                9.0,
+                &[(7.0, 12.0, " Fish & chips <3 --> later")],
+                0.2,
+            ),
             // A 16 s segment split into cues of at most 7 s.
             ev(
                 3,
                 3600.0,
                 3616.0,
-                &[(3600.0, 3616.0, " one two three four five six seven eight nine ten eleven twelve")],
+                &[(
+                    3600.0,
+                    3616.0,
+                    " one two three four five six seven eight nine ten eleven twelve",
+                )],
                 0.9,
             ),
         ]
@@ -444,8 +463,14 @@ mod tests {
     #[test]
     fn webvtt_and_srt_match_golden_files() {
         let (vtt, srt) = render(None);
-        assert_eq!(vtt, include_str!("../../tests/fixtures/captions.golden.vtt"));
-        assert_eq!(srt, include_str!("../../tests/fixtures/captions.golden.srt"));
+        assert_eq!(
+            vtt,
+            include_str!("../../tests/fixtures/captions.golden.vtt")
+        );
+        assert_eq!(
+            srt,
+            include_str!("../../tests/fixtures/captions.golden.srt")
+        );
     }
 
     #[test]
@@ -489,7 +514,8 @@ mod tests {
         let long = "word ".repeat(2000);
         for i in 0..150 {
             let t = i as f64 * 10.0;
-            w.write(&ev(i, t, t + 5.0, &[(t, t + 5.0, &long)], 0.1)).unwrap();
+            w.write(&ev(i, t, t + 5.0, &[(t, t + 5.0, &long)], 0.1))
+                .unwrap();
         }
         let rotated = std::fs::read_to_string(dir.path().join("c.vtt.1")).unwrap();
         let current = std::fs::read_to_string(dir.path().join("c.vtt")).unwrap();

@@ -186,7 +186,10 @@ mod tests {
         let p = d.path().join("e.jsonl");
         std::fs::write(&p, "{\"id\":0}\n{\"id\":1}\n{\"id\":2,\"tra").unwrap();
         drop(open_repaired(&p).unwrap());
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"id\":0}\n{\"id\":1}\n");
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            "{\"id\":0}\n{\"id\":1}\n"
+        );
         // No newline at all: nothing whole to keep.
         std::fs::write(&p, "{\"id\":0,").unwrap();
         drop(open_repaired(&p).unwrap());
@@ -216,7 +219,11 @@ mod tests {
         let ids: Vec<u64> = std::fs::read_to_string(&p)
             .unwrap()
             .lines()
-            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_u64().unwrap())
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["id"]
+                    .as_u64()
+                    .unwrap()
+            })
             .collect();
         assert_eq!(ids, [0, 1, 2, 3]);
     }

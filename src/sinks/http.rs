@@ -33,8 +33,8 @@ use thiserror::Error;
 use tokio::sync::{broadcast, watch};
 
 use crate::config::FieldError;
-use crate::sinks::captions::CaptionsConfig;
 use crate::metrics::{self, Metrics};
+use crate::sinks::captions::CaptionsConfig;
 
 const OVERLAY_HTML: &str = include_str!("../../assets/overlay.html");
 const MIN_TOKEN_LEN: usize = 16;
@@ -107,7 +107,10 @@ impl HttpConfig {
             ));
         }
         if !(0..=100).contains(&self.replay_last) {
-            return Err(FieldError::new("http.replay_last", "must be within 0..=100"));
+            return Err(FieldError::new(
+                "http.replay_last",
+                "must be within 0..=100",
+            ));
         }
         if !(16..=65_536).contains(&self.client_buffer) {
             return Err(FieldError::new(
@@ -449,18 +452,18 @@ async fn overlay() -> Html<&'static str> {
 
 async fn metrics_text(State(st): State<AppState>) -> Response {
     match &st.metrics {
-        Some(m) => (
-            [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
-            m.encode(),
-        )
-            .into_response(),
+        Some(m) => ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], m.encode()).into_response(),
         None => (StatusCode::NOT_FOUND, "metrics are off (http.metrics)\n").into_response(),
     }
 }
 
 async fn caption_file(path: Option<&PathBuf>, content_type: &'static str) -> Response {
     let Some(path) = path else {
-        return (StatusCode::NOT_FOUND, "no caption file configured ([captions])\n").into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            "no caption file configured ([captions])\n",
+        )
+            .into_response();
     };
     match tokio::fs::read(path).await {
         Ok(body) => (
@@ -473,7 +476,11 @@ async fn caption_file(path: Option<&PathBuf>, content_type: &'static str) -> Res
             .into_response(),
         Err(e) => {
             log::warn!("http: cannot read {}: {e}", path.display());
-            (StatusCode::SERVICE_UNAVAILABLE, "caption file not readable\n").into_response()
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "caption file not readable\n",
+            )
+                .into_response()
         }
     }
 }
@@ -486,7 +493,9 @@ async fn captions_srt(State(st): State<AppState>) -> Response {
     caption_file(st.srt.as_deref(), "application/x-subrip; charset=utf-8").await
 }
 
-async fn events(State(st): State<AppState>) -> Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>> {
+async fn events(
+    State(st): State<AppState>,
+) -> Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>> {
     let hub = st.hub.clone();
     hub.clients.fetch_add(1, Ordering::Relaxed);
     let guard = ClientGuard(hub.clone());
@@ -539,7 +548,11 @@ async fn events(State(st): State<AppState>) -> Sse<impl Stream<Item = Result<Eve
             }
         }
     });
-    Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15)).text("keepalive"))
+    Sse::new(stream).keep_alive(
+        KeepAlive::new()
+            .interval(Duration::from_secs(15))
+            .text("keepalive"),
+    )
 }
 
 #[cfg(test)]

@@ -109,4 +109,3 @@ pub fn finals(path: &Path) -> Vec<serde_json::Value> {
         .filter(|e| e["type"] == "utterance")
         .collect()
 }
-

@@ -113,7 +113,11 @@ impl Browser {
             let log = fs::read_to_string(&log_path).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(15).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
-            format!("{e}\n--- chromedriver log tail ({}) ---\n{}", log_path.display(), tail.join("\n"))
+            format!(
+                "{e}\n--- chromedriver log tail ({}) ---\n{}",
+                log_path.display(),
+                tail.join("\n")
+            )
         };
         b.wait_ready(Duration::from_secs(20)).map_err(with_log)?;
 
@@ -142,7 +146,9 @@ impl Browser {
                 }
             }
         });
-        let v = b.request("POST", "/session", Some(&caps)).map_err(with_log)?;
+        let v = b
+            .request("POST", "/session", Some(&caps))
+            .map_err(with_log)?;
         b.session = v
             .get("sessionId")
             .and_then(Value::as_str)
@@ -201,7 +207,10 @@ impl Browser {
             .map_err(|e| format!("{method} {path}: HTTP {status}, not JSON ({e}): {text:.300}"))?;
         let value = parsed.get("value").cloned().unwrap_or(Value::Null);
         if status >= 400 {
-            let error = value.get("error").and_then(Value::as_str).unwrap_or("unknown error");
+            let error = value
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown error");
             let message = value.get("message").and_then(Value::as_str).unwrap_or("");
             return Err(format!("{method} {path}: HTTP {status} {error}: {message}"));
         }
@@ -214,26 +223,34 @@ impl Browser {
 
     /// Navigates and waits for the page's load event.
     pub fn goto(&self, url: &str) -> Result<(), String> {
-        self.cmd("POST", "/url", Some(&json!({ "url": url }))).map(|_| ())
+        self.cmd("POST", "/url", Some(&json!({ "url": url })))
+            .map(|_| ())
     }
 
     pub fn current_url(&self) -> Result<String, String> {
-        Ok(self.cmd("GET", "/url", None)?.as_str().unwrap_or_default().to_string())
+        Ok(self
+            .cmd("GET", "/url", None)?
+            .as_str()
+            .unwrap_or_default()
+            .to_string())
     }
 
     /// Runs `script` as the body of a function (use `return`), with `arguments[i]` =
     /// `args[i]`, and returns its JSON-serialised result.
     pub fn execute(&self, script: &str, args: Vec<Value>) -> Result<Value, String> {
-        self.cmd("POST", "/execute/sync", Some(&json!({ "script": script, "args": args })))
+        self.cmd(
+            "POST",
+            "/execute/sync",
+            Some(&json!({ "script": script, "args": args })),
+        )
     }
 
     /// Evaluates the JavaScript expression `predicate` every 100 ms until it is truthy
     /// and returns its value. Exceptions (e.g. an element that is not there yet) count
     /// as "not yet". The error names the expression and its last value or exception.
     pub fn wait_for(&self, predicate: &str, timeout: Duration) -> Result<Value, String> {
-        let script = format!(
-            "var v = ({predicate});\nreturn {{ ok: !!v, v: v === undefined ? null : v }};"
-        );
+        let script =
+            format!("var v = ({predicate});\nreturn {{ ok: !!v, v: v === undefined ? null : v }};");
         let deadline = Instant::now() + timeout;
         let mut last: String;
         loop {
@@ -246,7 +263,9 @@ impl Browser {
                 Err(e) => return Err(format!("waiting for `{predicate}`: {e}")),
             }
             if Instant::now() >= deadline {
-                return Err(format!("timed out after {timeout:?} waiting for `{predicate}`; last: {last}"));
+                return Err(format!(
+                    "timed out after {timeout:?} waiting for `{predicate}`; last: {last}"
+                ));
             }
             sleep(Duration::from_millis(100));
         }
@@ -255,7 +274,9 @@ impl Browser {
     /// Screenshot of the viewport as PNG, written to `path` (parent folders created).
     pub fn screenshot_png(&self, path: &Path) -> Result<(), String> {
         let v = self.cmd("GET", "/screenshot", None)?;
-        let b64 = v.as_str().ok_or_else(|| format!("screenshot answer is not a string: {v:.100}"))?;
+        let b64 = v
+            .as_str()
+            .ok_or_else(|| format!("screenshot answer is not a string: {v:.100}"))?;
         let png = base64::engine::general_purpose::STANDARD
             .decode(b64)
             .map_err(|e| format!("screenshot is not base64: {e}"))?;
@@ -263,7 +284,8 @@ impl Browser {
             fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
         let mut f = fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        f.write_all(&png).map_err(|e| format!("{}: {e}", path.display()))
+        f.write_all(&png)
+            .map_err(|e| format!("{}: {e}", path.display()))
     }
 
     /// Makes screenshots keep the page's transparency (headless chromium paints a
@@ -287,7 +309,11 @@ impl Browser {
 
     /// A Chrome DevTools Protocol command through chromedriver.
     pub fn cdp(&self, cmd: &str, params: Value) -> Result<Value, String> {
-        self.cmd("POST", "/goog/cdp/execute", Some(&json!({ "cmd": cmd, "params": params })))
+        self.cmd(
+            "POST",
+            "/goog/cdp/execute",
+            Some(&json!({ "cmd": cmd, "params": params })),
+        )
     }
 
     /// Browser console messages since the last call (chromedriver's log endpoint):
@@ -355,7 +381,10 @@ fn free_port() -> Result<u16, String> {
 
 fn unique_temp_dir(prefix: &str) -> Result<PathBuf, String> {
     static N: AtomicU32 = AtomicU32::new(0);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let dir = std::env::temp_dir().join(format!(
         "{prefix}-{}-{}-{nanos}",
         std::process::id(),
@@ -368,10 +397,16 @@ fn unique_temp_dir(prefix: &str) -> Result<PathBuf, String> {
 /// Pids of processes one of whose arguments is exactly `arg` (Linux /proc).
 fn pids_with_arg(arg: &str) -> Vec<u32> {
     let mut out = Vec::new();
-    let Ok(rd) = fs::read_dir("/proc") else { return out };
+    let Ok(rd) = fs::read_dir("/proc") else {
+        return out;
+    };
     for e in rd.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        let Ok(cmdline) = fs::read(e.path().join("cmdline")) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
         if cmdline.split(|&b| b == 0).any(|a| a == arg.as_bytes()) {
             out.push(pid);
         }

@@ -37,6 +37,8 @@ pub enum DaemonError {
     Http(#[from] HttpError),
     #[error(transparent)]
     Mqtt(#[from] MqttError),
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::ManifestError),
 }
 
 /// Exit codes: 2 bad input (config, audio), 3 models missing or corrupt, 1 anything else.
@@ -46,7 +48,9 @@ pub const EXIT_MODELS: i32 = 3;
 impl DaemonError {
     pub fn exit_code(&self) -> i32 {
         match self {
-            DaemonError::Config(_) | DaemonError::Audio(_) => EXIT_BAD_INPUT,
+            DaemonError::Config(_) | DaemonError::Audio(_) | DaemonError::Manifest(_) => {
+                EXIT_BAD_INPUT
+            }
             // Unreadable token/password/CA files are configuration mistakes too.
             DaemonError::Http(HttpError::TokenFile { .. }) | DaemonError::Mqtt(_) => EXIT_BAD_INPUT,
             DaemonError::Pipeline(PipelineError::Audio(_)) => EXIT_BAD_INPUT,

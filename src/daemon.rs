@@ -15,7 +15,7 @@ use crate::event::{EventSink, JsonLinesSink};
 use crate::metrics::Metrics;
 use crate::pipeline::{self, Counters, Engine, EngineError, PipelineError, RunOptions, RunStats};
 use crate::service;
-use crate::sinks::captions::{CaptionWriter, CaptionsError};
+use crate::sinks::captions::CaptionWriter;
 use crate::sinks::file::EventsFile;
 use crate::sinks::http::{HttpError, HttpServer, Hub};
 use crate::sinks::mqtt::{MqttError, MqttSink};
@@ -31,8 +31,6 @@ pub enum DaemonError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
-    #[error(transparent)]
-    Captions(#[from] CaptionsError),
     #[error(transparent)]
     Http(#[from] HttpError),
     #[error(transparent)]
@@ -169,7 +167,7 @@ impl Outputs {
     fn sinks(&self, cfg: &Config, primary: Box<dyn EventSink>) -> Result<SinkSet, DaemonError> {
         let mut set = SinkSet::new(primary);
         if cfg.captions.enabled() {
-            set = set.with_captions(CaptionWriter::create(&cfg.captions)?);
+            set = set.with_captions(CaptionWriter::create_or_retry(&cfg.captions));
         }
         if let Some(h) = &self.hub {
             set = set.with_hub(h.clone());

@@ -265,12 +265,24 @@ pub fn srt_block(
 
 struct CaptionFile {
     path: PathBuf,
-    file: File,
+    /// `None` while the path cannot be created (directory not mounted yet, permissions):
+    /// every append tries again, so captions start as soon as the path becomes writable.
+    file: Option<File>,
     written: u64,
     header: &'static str,
 }
 
 impl CaptionFile {
+    /// A file that is not open yet; the first append creates it.
+    fn pending(path: &Path, header: &'static str) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            file: None,
+            written: 0,
+            header,
+        }
+    }
+
     fn create(path: &Path, header: &'static str) -> Result<Self, CaptionsError> {
         let io = |source| CaptionsError::Io {
             path: path.to_path_buf(),
@@ -286,7 +298,7 @@ impl CaptionFile {
         file.flush().map_err(io)?;
         Ok(Self {
             path: path.to_path_buf(),
-            file,
+            file: Some(file),
             written: header.len() as u64,
             header,
         })
@@ -295,6 +307,9 @@ impl CaptionFile {
     fn append(&mut self, block: &str, rotate_bytes: u64) -> Result<(), CaptionsError> {
         if block.is_empty() {
             return Ok(());
+        }
+        if self.file.is_none() {
+            *self = Self::create(&self.path, self.header)?;
         }
         if self.written + block.len() as u64 > rotate_bytes {
             let mut old = self.path.clone().into_os_string();
@@ -305,9 +320,9 @@ impl CaptionFile {
             })?;
             *self = Self::create(&self.path, self.header)?;
         }
-        self.file
-            .write_all(block.as_bytes())
-            .and_then(|_| self.file.flush())
+        let file = self.file.as_mut().expect("opened above");
+        file.write_all(block.as_bytes())
+            .and_then(|_| file.flush())
             .map_err(|source| CaptionsError::Io {
                 path: self.path.clone(),
                 source,
@@ -344,6 +359,25 @@ impl CaptionWriter {
             srt_index: 1,
             last_end_s: 0.0,
         })
+    }
+
+    /// Like [`CaptionWriter::create`], but a file that cannot be created now is logged
+    /// and retried with every utterance instead of failing: captions are a secondary
+    /// output, and a caption path on a share that mounts late must not stop the daemon.
+    pub fn create_or_retry(cfg: &CaptionsConfig) -> Self {
+        let open = |p: &Path, header| {
+            CaptionFile::create(p, header).unwrap_or_else(|e| {
+                log::warn!("{e}; captions retry with every utterance, events continue");
+                CaptionFile::pending(p, header)
+            })
+        };
+        Self {
+            cfg: cfg.clone(),
+            vtt: cfg.vtt.as_deref().map(|p| open(p, "WEBVTT\n\n")),
+            srt: cfg.srt.as_deref().map(|p| open(p, "")),
+            srt_index: 1,
+            last_end_s: 0.0,
+        }
     }
 
     /// Append the cues of one final utterance. Both files are attempted even when one
@@ -499,6 +533,23 @@ mod tests {
     fn timestamps_keep_counting_past_99_hours() {
         assert_eq!(timestamp(360_000.5, '.'), "100:00:00.500");
         assert_eq!(timestamp(3.0456, ','), "00:00:03,046");
+    }
+
+    #[test]
+    fn a_caption_path_that_appears_later_starts_receiving_cues() {
+        let dir = tempfile::tempdir().unwrap();
+        let later = dir.path().join("not-mounted-yet");
+        let cfg = CaptionsConfig {
+            vtt: Some(later.join("c.vtt")),
+            ..Default::default()
+        };
+        let mut w = CaptionWriter::create_or_retry(&cfg);
+        let evs = golden_events();
+        assert!(w.write(&evs[0]).is_err(), "no directory yet");
+        std::fs::create_dir(&later).unwrap();
+        w.write(&evs[1]).unwrap();
+        let vtt = std::fs::read_to_string(later.join("c.vtt")).unwrap();
+        assert!(vtt.starts_with("WEBVTT\n\nNOTE utterance 1 "), "{vtt}");
     }
 
     #[test]

@@ -61,7 +61,8 @@ impl StreamResampler {
         })
     }
 
-    /// Resample `input` (mono) and append whatever output is ready to `out`.
+    /// Resample `input` (mono, in [-1, 1]) and append whatever output is ready to `out`,
+    /// clipped to [-1, 1].
     pub fn process(&mut self, input: &[f32], out: &mut Vec<f32>) -> Result<(), ResampleError> {
         let Some(inner) = self.inner.as_mut() else {
             out.extend_from_slice(input);
@@ -92,8 +93,17 @@ impl StreamResampler {
             return Ok(());
         };
         let expected = (inner.in_total as f64 * inner.ratio).round() as u64;
-        let mut guard = 0;
-        while inner.out_total < expected && guard < 16 {
+        // rubato takes input in small pieces but, for rates with a small common divisor
+        // with 16 kHz (e.g. 100764 Hz), computes output in large FFT blocks: tens of
+        // calls may pass before the first output frame appears. Bound the padding by the
+        // input that must still go in: the delay plus the missing output, plus two whole
+        // FFT blocks of slack.
+        let need = inner.rs.input_frames_next().max(1) as f64;
+        let block_in = inner.rs.output_frames_max() as f64 / inner.ratio;
+        let missing_out = inner.delay_left as f64 + expected.saturating_sub(inner.out_total) as f64;
+        let max_calls = ((missing_out / inner.ratio + 2.0 * block_in) / need).ceil() as usize + 2;
+        let mut calls = 0;
+        while inner.out_total < expected && calls < max_calls {
             let need = inner.rs.input_frames_next();
             let mut chunk = std::mem::take(&mut inner.pending);
             chunk.resize(need, 0.0);
@@ -105,7 +115,7 @@ impl StreamResampler {
                 out.truncate(keep);
                 inner.out_total = expected;
             }
-            guard += 1;
+            calls += 1;
         }
         Ok(())
     }
@@ -120,7 +130,9 @@ impl Inner {
         let produced = &self.out_buf[0][..n_out];
         let skip = self.delay_left.min(produced.len());
         self.delay_left -= skip;
-        out.extend_from_slice(&produced[skip..]);
+        // The filter rings on full-scale input (up to ~2 % past +-1, found by fuzzing);
+        // clip as an ADC would, so every source keeps the [-1, 1] promise.
+        out.extend(produced[skip..].iter().map(|s| s.clamp(-1.0, 1.0)));
         self.out_total += (n_out - skip) as u64;
         Ok(())
     }
@@ -155,6 +167,20 @@ mod tests {
             .map(|(a, b)| (a - b).abs())
             .fold(0.0, f32::max);
         assert!(err < 0.045, "max error {err}");
+    }
+
+    #[test]
+    fn short_input_at_a_rate_with_large_fft_blocks_keeps_its_length() {
+        // Found by the `resample` fuzz target: 43 samples at 100764 Hz gave no output,
+        // because the tail padding stopped before rubato's first 4000-frame block.
+        for (rate, n) in [(100_764, 43), (100_764, 30_000), (383_999, 5), (4_001, 1)] {
+            let mut rs = StreamResampler::new(rate, 16_000).unwrap();
+            let mut y = Vec::new();
+            rs.process(&vec![0.1; n], &mut y).unwrap();
+            rs.finish(&mut y).unwrap();
+            let expected = (n as f64 * 16_000.0 / rate as f64).round() as usize;
+            assert_eq!(y.len(), expected, "{rate} Hz, {n} samples");
+        }
     }
 
     #[test]

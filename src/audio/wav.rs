@@ -30,10 +30,15 @@ impl WavInfo {
 /// Frames decoded per read; ~85 ms at 48 kHz keeps the ring fed without big bursts.
 const READ_FRAMES: usize = 4096;
 
-pub struct WavSource {
+/// More channels than any microphone array we would downmix; a larger count in a header
+/// is corruption, and honouring it would size the read buffer by it (65535 channels x
+/// 4096 frames is 1 GiB).
+pub const MAX_CHANNELS: u16 = 64;
+
+pub struct WavSource<R: Read + Seek + Send = BufReader<File>> {
     path: PathBuf,
     info: WavInfo,
-    reader: WavReader<BufReader<File>>,
+    reader: WavReader<R>,
     resampler: StreamResampler,
     frames_read: u64,
     interleaved: Vec<f32>,
@@ -51,17 +56,33 @@ impl WavSource {
             source,
         })?;
         let file_len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Self::from_reader(BufReader::new(file), file_len, p)
+    }
+}
+
+impl<R: Read + Seek + Send> WavSource<R> {
+    /// The same checks and decoding as [`WavSource::open`] over any seekable reader of
+    /// `len_bytes` bytes (in-memory WAV data, the fuzz targets). `path` names it in errors.
+    pub fn from_reader(mut reader: R, len_bytes: u64, path: PathBuf) -> Result<Self, AudioError> {
+        let p = path;
+        let file_len = len_bytes;
         if file_len == 0 {
             return Err(AudioError::NotWav {
                 path: p,
                 reason: "the file is empty (0 bytes)".into(),
             });
         }
-        let data_chunk = find_data_chunk(path).map_err(|reason| AudioError::NotWav {
+        let data_chunk = find_data_chunk(&mut reader).map_err(|reason| AudioError::NotWav {
             path: p.clone(),
             reason,
         })?;
-        let reader = WavReader::new(BufReader::new(file)).map_err(|e| classify_hound(&p, e))?;
+        reader
+            .seek(SeekFrom::Start(0))
+            .map_err(|source| AudioError::Open {
+                path: p.clone(),
+                source,
+            })?;
+        let reader = WavReader::new(reader).map_err(|e| classify_hound(&p, e))?;
         let spec = reader.spec();
         let float = spec.sample_format == SampleFormat::Float;
         match (float, spec.bits_per_sample) {
@@ -73,10 +94,10 @@ impl WavSource {
                 })
             }
         }
-        if spec.channels == 0 {
+        if spec.channels == 0 || spec.channels > MAX_CHANNELS {
             return Err(AudioError::Unsupported {
                 path: p,
-                reason: "0 channels".into(),
+                reason: format!("{} channels (at most {MAX_CHANNELS})", spec.channels),
             });
         }
         validate_rate(spec.sample_rate).map_err(|reason| AudioError::Unsupported {
@@ -149,7 +170,7 @@ impl WavSource {
     }
 }
 
-impl AudioSource for WavSource {
+impl<R: Read + Seek + Send> AudioSource for WavSource<R> {
     fn describe(&self) -> String {
         format!(
             "{} ({} Hz, {} ch, {}-bit {}, {:.2} s)",
@@ -170,10 +191,19 @@ impl AudioSource for WavSource {
         self.interleaved.clear();
         let want = READ_FRAMES * ch;
         let res: Result<(), hound::Error> = if self.info.float {
-            self.reader
-                .samples::<f32>()
-                .take(want)
-                .try_for_each(|s| s.map(|v| self.interleaved.push(v)))
+            // Float files may hold NaN, infinities or values past full scale (found by
+            // fuzzing); one NaN would spread through a whole resampler block. Silence
+            // the non-finite ones and clip the rest, as an ADC would.
+            self.reader.samples::<f32>().take(want).try_for_each(|s| {
+                s.map(|v| {
+                    let v = if v.is_finite() {
+                        v.clamp(-1.0, 1.0)
+                    } else {
+                        0.0
+                    };
+                    self.interleaved.push(v)
+                })
+            })
         } else {
             let scale = 1.0 / (1u64 << (self.info.bits_per_sample - 1)) as f32;
             self.reader
@@ -235,8 +265,7 @@ fn classify_hound(path: &Path, e: hound::Error) -> AudioError {
 /// Walk the RIFF chunks to find where the `data` chunk starts and how long its header
 /// says it is, so truncation is caught before decoding. `Ok(None)` when the layout is
 /// unusual but may still be readable; hound then has the final word.
-fn find_data_chunk(path: &Path) -> Result<Option<(u64, u64)>, String> {
-    let mut f = File::open(path).map_err(|e| e.to_string())?;
+fn find_data_chunk<R: Read + Seek>(f: &mut R) -> Result<Option<(u64, u64)>, String> {
     let mut head = [0u8; 12];
     if f.read_exact(&mut head).is_err() {
         return Err("shorter than a RIFF header (12 bytes)".into());

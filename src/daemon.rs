@@ -37,6 +37,11 @@ pub enum DaemonError {
     Mqtt(#[from] MqttError),
     #[error(transparent)]
     Manifest(#[from] crate::manifest::ManifestError),
+    /// `run` with a live stdin source reached end of file: the capture process in front
+    /// of the daemon (arecord) exited. Not a clean end, so the exit status is 1 and
+    /// `Restart=on-failure` brings capture back.
+    #[error("the live capture on stdin ended after {audio_s:.1} s of audio ({events} events written): the capture process exited or lost its device; exiting 1 so the service manager restarts capture")]
+    CaptureEnded { audio_s: f64, events: u64 },
 }
 
 /// Exit codes: 2 bad input (config, audio), 3 models missing or corrupt, 1 anything else.
@@ -327,6 +332,14 @@ pub fn serve(
         let pending = next.lock().expect("reload slot").take();
         match pending {
             Some(new) if !stop.load(Ordering::Relaxed) => cfg = new,
+            _ if !stop.load(Ordering::Relaxed)
+                && matches!(cfg.source, SourceConfig::Stdin { live: true, .. }) =>
+            {
+                return Err(DaemonError::CaptureEnded {
+                    audio_s: report.stats.audio_s,
+                    events: report.stats.events,
+                })
+            }
             _ => return Ok(report),
         }
     }

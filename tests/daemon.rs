@@ -148,6 +148,51 @@ fn bundled_sample_gives_five_events() {
     assert_eq!(s["utterances"], 5);
 }
 
+/// Found by running the unit under a real systemd: `arecord` without `-t raw` stops at its
+/// 2 GB WAV limit (18.6 h at 16 kHz), the daemon saw end of file and exited 0, and
+/// `Restart=on-failure` left the room without a detector. A live capture that ends is a
+/// failure: the events so far are flushed, the exit status is 1.
+#[test]
+fn run_exits_1_when_the_live_capture_on_stdin_ends() {
+    let d = tempfile::tempdir().unwrap();
+    let events = d.path().join("events.jsonl");
+    let cfg = d.path().join("room.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[source]\nkind = \"stdin\"\nlive = true\n\n[output]\nevents = \"{}\"\n",
+            events.display()
+        ),
+    )
+    .unwrap();
+    let c = compose(
+        0.3,
+        &[("Oh wonderful, the printer is jammed again.", "en-us")],
+        1.0,
+    );
+    let mut child = Command::new(bin())
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .current_dir(d.path())
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&to_s16le(&c.samples)).unwrap();
+    drop(stdin); // the capture process exits
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{log}");
+    assert!(log.contains("the live capture on stdin ended"), "{log}");
+    let evs = parse_lines(&std::fs::read_to_string(&events).unwrap());
+    assert_eq!(
+        evs.len(),
+        1,
+        "the utterance before the end is still written"
+    );
+}
+
 #[test]
 fn sigterm_flushes_and_exits_cleanly_while_stdin_is_silent() {
     let c = compose(

@@ -16,8 +16,8 @@ fn send(states: &[NotifyState]) {
     }
 }
 
-/// Models are loaded and the stream runs. The daemon may be started behind a shell
-/// pipeline (`arecord | sarcasmd`), so it names itself the main process.
+/// Models are loaded and the stream runs. The daemon names itself the main process, in
+/// case a unit starts it behind a shell that does not `exec` it.
 pub fn ready(status: &str) {
     send(&[
         NotifyState::MainPid(std::process::id()),

@@ -43,8 +43,8 @@ fn unit_has_the_settings_the_daemon_relies_on() {
     );
     assert_eq!(
         values(&s, "NotifyAccess"),
-        ["all"],
-        "READY/WATCHDOG come from a child of /bin/sh"
+        ["main"],
+        "READY/WATCHDOG come from sarcasmd, the main process"
     );
     assert!(
         values(&s, "WatchdogSec")
@@ -63,6 +63,14 @@ fn unit_has_the_settings_the_daemon_relies_on() {
             .iter()
             .any(|v| v.contains("/usr/bin/sarcasmd run --config /etc/sarcasmd/sarcasmd.toml")),
         "ExecStart= must run the daemon on /etc/sarcasmd/sarcasmd.toml"
+    );
+    // The shell must exec sarcasmd: a main process that is not systemd's child loses its
+    // exit status, and Restart=on-failure never fires (seen under a real systemd).
+    assert!(
+        values(&s, "ExecStart")
+            .iter()
+            .any(|v| v.contains("exec /usr/bin/sarcasmd run ") && !v.contains('|')),
+        "ExecStart= must exec sarcasmd (no pipeline in front of it)"
     );
     assert_eq!(values(&s, "DynamicUser"), ["yes"]);
     assert!(

@@ -98,10 +98,11 @@ impl StreamResampler {
         // calls may pass before the first output frame appears. Bound the padding by the
         // input that must still go in: the delay plus the missing output, plus two whole
         // FFT blocks of slack.
-        let need = inner.rs.input_frames_next().max(1) as f64;
+        let frames_per_call = inner.rs.input_frames_next().max(1) as f64;
         let block_in = inner.rs.output_frames_max() as f64 / inner.ratio;
         let missing_out = inner.delay_left as f64 + expected.saturating_sub(inner.out_total) as f64;
-        let max_calls = ((missing_out / inner.ratio + 2.0 * block_in) / need).ceil() as usize + 2;
+        let max_calls =
+            ((missing_out / inner.ratio + 2.0 * block_in) / frames_per_call).ceil() as usize + 2;
         let mut calls = 0;
         while inner.out_total < expected && calls < max_calls {
             let need = inner.rs.input_frames_next();

@@ -64,44 +64,42 @@ impl<R: Read + Seek + Send> WavSource<R> {
     /// The same checks and decoding as [`WavSource::open`] over any seekable reader of
     /// `len_bytes` bytes (in-memory WAV data, the fuzz targets). `path` names it in errors.
     pub fn from_reader(mut reader: R, len_bytes: u64, path: PathBuf) -> Result<Self, AudioError> {
-        let p = path;
-        let file_len = len_bytes;
-        if file_len == 0 {
+        if len_bytes == 0 {
             return Err(AudioError::NotWav {
-                path: p,
+                path,
                 reason: "the file is empty (0 bytes)".into(),
             });
         }
         let data_chunk = find_data_chunk(&mut reader).map_err(|reason| AudioError::NotWav {
-            path: p.clone(),
+            path: path.clone(),
             reason,
         })?;
         reader
             .seek(SeekFrom::Start(0))
             .map_err(|source| AudioError::Open {
-                path: p.clone(),
+                path: path.clone(),
                 source,
             })?;
-        let reader = WavReader::new(reader).map_err(|e| classify_hound(&p, e))?;
+        let reader = WavReader::new(reader).map_err(|e| classify_hound(&path, e))?;
         let spec = reader.spec();
         let float = spec.sample_format == SampleFormat::Float;
         match (float, spec.bits_per_sample) {
             (false, 16 | 24 | 32) | (true, 32) => {}
             (f, b) => {
                 return Err(AudioError::Unsupported {
-                    path: p,
+                    path,
                     reason: format!("{}-bit {}", b, if f { "float" } else { "integer" }),
                 })
             }
         }
         if spec.channels == 0 || spec.channels > MAX_CHANNELS {
             return Err(AudioError::Unsupported {
-                path: p,
+                path,
                 reason: format!("{} channels (at most {MAX_CHANNELS})", spec.channels),
             });
         }
         validate_rate(spec.sample_rate).map_err(|reason| AudioError::Unsupported {
-            path: p.clone(),
+            path: path.clone(),
             reason,
         })?;
         let frames = reader.duration() as u64;
@@ -113,14 +111,14 @@ impl<R: Read + Seek + Send> WavSource<R> {
             frames,
         };
         if frames == 0 {
-            return Err(AudioError::Empty { path: p });
+            return Err(AudioError::Empty { path });
         }
         if let Some((offset, declared)) = data_chunk {
-            let present = file_len.saturating_sub(offset);
+            let present = len_bytes.saturating_sub(offset);
             if present < declared {
                 let bytes_per_frame = (spec.bits_per_sample as u64 / 8) * spec.channels as u64;
                 return Err(AudioError::Truncated {
-                    path: p,
+                    path,
                     reason: format!(
                         "header declares {declared} bytes of audio ({:.2} s) but only {present} bytes ({:.2} s) are present",
                         info.duration_s(),
@@ -132,12 +130,12 @@ impl<R: Read + Seek + Send> WavSource<R> {
         let resampler =
             StreamResampler::new(spec.sample_rate, PIPELINE_RATE_HZ).map_err(|source| {
                 AudioError::Resample {
-                    what: p.display().to_string(),
+                    what: path.display().to_string(),
                     source,
                 }
             })?;
         Ok(Self {
-            path: p,
+            path,
             info,
             reader,
             resampler,

@@ -342,28 +342,10 @@ pub struct CaptionWriter {
 }
 
 impl CaptionWriter {
-    /// Creates (truncates) the configured files and writes their headers.
-    pub fn create(cfg: &CaptionsConfig) -> Result<Self, CaptionsError> {
-        Ok(Self {
-            cfg: cfg.clone(),
-            vtt: cfg
-                .vtt
-                .as_deref()
-                .map(|p| CaptionFile::create(p, "WEBVTT\n\n"))
-                .transpose()?,
-            srt: cfg
-                .srt
-                .as_deref()
-                .map(|p| CaptionFile::create(p, ""))
-                .transpose()?,
-            srt_index: 1,
-            last_end_s: 0.0,
-        })
-    }
-
-    /// Like [`CaptionWriter::create`], but a file that cannot be created now is logged
-    /// and retried with every utterance instead of failing: captions are a secondary
-    /// output, and a caption path on a share that mounts late must not stop the daemon.
+    /// Creates (truncates) the configured files and writes their headers. A file that
+    /// cannot be created now is logged and retried with every utterance instead of
+    /// failing: captions are a secondary output, and a caption path on a share that
+    /// mounts late must not stop the daemon.
     pub fn create_or_retry(cfg: &CaptionsConfig) -> Self {
         let open = |p: &Path, header| {
             CaptionFile::create(p, header).unwrap_or_else(|e| {
@@ -561,7 +543,7 @@ mod tests {
             rotate_mb: 1,
             ..Default::default()
         };
-        let mut w = CaptionWriter::create(&cfg).unwrap();
+        let mut w = CaptionWriter::create_or_retry(&cfg);
         let long = "word ".repeat(2000);
         for i in 0..150 {
             let t = i as f64 * 10.0;

@@ -41,6 +41,12 @@ pub struct AsrConfig {
     /// interim text as `partial` events (live captions). 0 = off. Costs a second
     /// Whisper state and roughly one extra decode per interval while someone speaks.
     pub interim_every_ms: u32,
+    /// Streaming recognition: while someone speaks, decode the utterance so far every
+    /// this many milliseconds and commit the words two decodes agree on, so the end of
+    /// speech leaves only the tail to decode. 0 = decode each utterance once, after it
+    /// ends (the one-shot baseline of `sarcasmd bench`). With streaming on, interim
+    /// text (`interim_every_ms` > 0) comes from these steps at no extra cost.
+    pub stream_step_ms: u32,
 }
 
 impl Default for AsrConfig {
@@ -53,6 +59,7 @@ impl Default for AsrConfig {
             trim_encoder: true,
             auto_languages: vec!["en".into(), "de".into()],
             interim_every_ms: 0,
+            stream_step_ms: 1000,
         }
     }
 }
@@ -90,6 +97,12 @@ impl AsrConfig {
             return Err(FieldError::new(
                 "asr.interim_every_ms",
                 "must be 0 (off) or within 300..=10000",
+            ));
+        }
+        if self.stream_step_ms != 0 && !(300..=5_000).contains(&self.stream_step_ms) {
+            return Err(FieldError::new(
+                "asr.stream_step_ms",
+                "must be 0 (one-shot decoding) or within 300..=5000",
             ));
         }
         if self.auto_languages.is_empty() {
@@ -226,6 +239,7 @@ impl AsrModel {
             cfg: cfg.clone(),
             multilingual: self.multilingual,
             padded: Vec::new(),
+            first_special_token: self.ctx.token_eot(),
         })
     }
 }
@@ -237,6 +251,18 @@ pub struct AsrSegment {
     pub end_s: f64,
     pub text: String,
     pub no_speech_prob: f32,
+    /// Words with their token ids (streaming decoding); only with `want_words`.
+    #[serde(skip)]
+    pub words: Vec<AsrWord>,
+}
+
+/// One word of a decode: text as Whisper wrote it (leading space included) and times
+/// from whisper.cpp's token timestamps (approximate: often a word late with tiny.en).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AsrWord {
+    pub text: String,
+    pub start_s: f64,
+    pub end_s: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
@@ -254,6 +280,9 @@ pub struct AsrStream {
     cfg: AsrConfig,
     multilingual: bool,
     padded: Vec<f32>,
+    /// Token ids at or above this (end of text, start of transcript, timestamps...) are
+    /// not text.
+    first_special_token: i32,
 }
 
 /// whisper.cpp refuses input shorter than 1 s; pad with a little margin.
@@ -261,6 +290,16 @@ const MIN_SAMPLES: usize = PIPELINE_RATE_HZ as usize * 105 / 100;
 
 impl AsrStream {
     pub fn transcribe(&mut self, samples: &[f32]) -> Result<Transcript, AsrError> {
+        self.transcribe_with(samples, false)
+    }
+
+    /// Decode `samples`, with word timings when `want_words` (streaming: one segment,
+    /// words with token times).
+    pub fn transcribe_with(
+        &mut self,
+        samples: &[f32],
+        want_words: bool,
+    ) -> Result<Transcript, AsrError> {
         if let Some(i) = samples.iter().position(|s| !s.is_finite()) {
             return Err(AsrError::NonFinite(i));
         }
@@ -296,6 +335,13 @@ impl AsrStream {
         // utterances where latency matters; the repetition guard below covers loops.
         p.set_temperature_inc(0.0);
         p.set_no_speech_thold(self.cfg.no_speech_threshold);
+        p.set_token_timestamps(want_words);
+        if want_words {
+            // Streaming decodes are short (a stretch between commit points): one
+            // segment, so the decoder does not seek on through the padding and repeat
+            // itself (seen with tiny.en: the same sentence three times).
+            p.set_single_segment(true);
+        }
         // Speech rarely exceeds ~4 tokens per second; a cap well above that stops a
         // hallucination loop ("A-H-H-H-...") within milliseconds instead of decoding
         // hundreds of tokens (seen: 1.5 s on a 1 s interim window).
@@ -319,11 +365,42 @@ impl AsrStream {
                 .to_str_lossy()
                 .map(|c| c.into_owned())
                 .unwrap_or_default();
+            let mut words: Vec<AsrWord> = Vec::new();
+            if want_words {
+                for i in 0..seg.n_tokens() {
+                    let Some(tok) = seg.get_token(i) else {
+                        continue;
+                    };
+                    let d = tok.token_data();
+                    if d.id >= self.first_special_token {
+                        continue;
+                    }
+                    let piece = tok
+                        .to_str_lossy()
+                        .map(|c| c.into_owned())
+                        .unwrap_or_default();
+                    let (t0, t1) = (d.t0 as f64 / 100.0, d.t1 as f64 / 100.0);
+                    match words.last_mut() {
+                        // A piece without a leading space continues the word (sub-word
+                        // tokens, punctuation).
+                        Some(w) if !piece.starts_with(' ') => {
+                            w.text.push_str(&piece);
+                            w.end_s = w.end_s.max(t1);
+                        }
+                        _ => words.push(AsrWord {
+                            text: piece,
+                            start_s: t0,
+                            end_s: t1.max(t0),
+                        }),
+                    }
+                }
+            }
             out.segments.push(AsrSegment {
                 start_s: seg.start_timestamp() as f64 / 100.0,
                 end_s: seg.end_timestamp() as f64 / 100.0,
                 text,
                 no_speech_prob: seg.no_speech_probability(),
+                words,
             });
         }
         apply_guards(&mut out, self.cfg.no_speech_threshold);
@@ -457,12 +534,14 @@ mod tests {
                     end_s: 1.0,
                     text: " Thank you.".into(),
                     no_speech_prob: 0.9,
+                    words: vec![],
                 },
                 AsrSegment {
                     start_s: 1.0,
                     end_s: 2.0,
                     text: " Oh, wonderful.".into(),
                     no_speech_prob: 0.1,
+                    words: vec![],
                 },
             ],
             ..Default::default()

@@ -80,6 +80,10 @@ pub struct Config {
 pub struct BudgetConfig {
     /// End of speech -> event, in milliseconds (hangover included). 0 = no budget.
     pub event_latency_ms: u32,
+    /// Load shedding: while further finished utterances wait for analysis, or one has
+    /// waited past `event_latency_ms`, those longer than this (ms of speech) get only
+    /// the audio view, no transcript or text view (counted as `text_shed`). 0 = never.
+    pub shed_text_over_ms: u32,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]

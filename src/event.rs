@@ -45,6 +45,16 @@ impl LatencyMs {
     }
 }
 
+/// When each score was ready, in milliseconds after the end of speech (hangover
+/// included). The audio view needs no transcript, so it is ready at the endpoint; the
+/// text view waits for the final transcript; `fused` is when the event was ready.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ReadyMs {
+    pub audio: Option<f64>,
+    pub text: Option<f64>,
+    pub fused: f64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct UtteranceEvent {
     #[serde(rename = "type")]
@@ -61,6 +71,9 @@ pub struct UtteranceEvent {
     pub threshold: f32,
     pub views: Views,
     pub latency_ms: LatencyMs,
+    pub ready_ms: ReadyMs,
+    /// Load shedding skipped the transcript and text view (the analyser was behind).
+    pub text_shed: bool,
     pub models: BTreeMap<String, String>,
     /// Cut at `segment.max_utterance_ms` instead of ended by silence.
     pub forced_split: bool,

@@ -8,6 +8,7 @@
 
 pub mod asr;
 pub mod audio;
+pub mod bench;
 pub mod config;
 pub mod context;
 pub mod daemon;
@@ -23,4 +24,5 @@ pub mod resources;
 pub mod segment;
 pub mod service;
 pub mod sinks;
+pub mod streaming;
 pub mod text;

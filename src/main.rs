@@ -86,6 +86,30 @@ enum Cmd {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Latency, CPU and memory of the whole pipeline: replay recordings in real time
+    /// (streaming, then one-shot decoding as the baseline) and print a table; JSON with
+    /// every run goes to --json. INPUT: a folder of .wav (a .txt beside each gives the
+    /// reference transcript for word error rates), one .wav, or a manifest.
+    Bench {
+        input: PathBuf,
+        /// Config (board profile) to bench; its source and outputs are ignored.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Repetitions of each mode (figures are medians).
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Silence after each clip, in milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        gap_ms: u32,
+        /// Only the first N clips.
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Skip the one-shot baseline.
+        #[arg(long)]
+        no_baseline: bool,
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Sentence embeddings by the daemon's text encoder, for training text heads.
     /// Input: a manifest (docs/manifest.md); an item without text embeds "".
     Embed {
@@ -206,6 +230,23 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             report_with_cpu(&r.stats, stats.as_deref(), r.stream_cpu_s, r.model_load_ms)?;
             Ok(0)
         }
+        Cmd::Bench {
+            input,
+            config,
+            runs,
+            gap_ms,
+            limit,
+            no_baseline,
+            json,
+        } => bench(
+            &input,
+            config.as_deref(),
+            runs,
+            gap_ms,
+            limit,
+            !no_baseline,
+            json.as_deref(),
+        ),
         Cmd::Validate { file } => {
             let cfg = Config::load(&file).map_err(DaemonError::from)?;
             println!("{}: ok", file.display());
@@ -354,6 +395,38 @@ struct FeatureUtt {
     p_audio: Option<f32>,
     prosody: Vec<f32>,
     text_embedding: Option<Vec<f32>>,
+}
+
+fn bench(
+    input: &Path,
+    config: Option<&Path>,
+    runs: usize,
+    gap_ms: u32,
+    limit: Option<usize>,
+    baseline: bool,
+    json: Option<&Path>,
+) -> anyhow::Result<i32> {
+    let mut cfg = match config {
+        Some(p) => Config::load(p).map_err(DaemonError::from)?,
+        None => Config::default(),
+    };
+    // Events stay in memory: outputs would add their own costs to the figures.
+    cfg.output = Default::default();
+    let engine = Engine::load(&cfg).map_err(DaemonError::from)?;
+    let clips = sarcasmd::bench::load_clips(input, limit)?;
+    let name = config.map_or("defaults".to_string(), |p| p.display().to_string());
+    let opts = sarcasmd::bench::BenchOptions {
+        runs: runs.max(1),
+        gap_ms,
+        baseline,
+    };
+    let report = sarcasmd::bench::run(&engine, &cfg, &name, input, clips, &opts)?;
+    print!("{}", sarcasmd::bench::table(&report));
+    if let Some(j) = json {
+        std::fs::write(j, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", j.display()))?;
+    }
+    Ok(0)
 }
 
 /// Features for training come from `run_stream`, i.e. exactly the live code path.

@@ -295,6 +295,42 @@ impl Collector for LiveCollector {
         )?;
         family(
             &mut enc,
+            "stream_steps",
+            "Streaming recognition steps by outcome: decoded, skipped while the analyser was busy, shed while finished utterances waited, or stale",
+            MetricType::Counter,
+            "outcome",
+            &[
+                ("decoded", get(&c.stream_steps) as f64),
+                ("skipped_busy", get(&c.stream_steps_skipped_busy) as f64),
+                ("shed_backlog", get(&c.stream_steps_shed) as f64),
+                ("stale", get(&c.stream_steps_stale) as f64),
+            ],
+        )?;
+        family(
+            &mut enc,
+            "load_shed",
+            "Work skipped to keep up, by kind (text_view: long utterances scored by the audio view alone while the analyser was behind)",
+            MetricType::Counter,
+            "kind",
+            &[("text_view", get(&c.text_shed) as f64)],
+        )?;
+        let spec = get(&c.speculative_finals);
+        family(
+            &mut enc,
+            "final_transcripts",
+            "Final transcripts by source: the speculative decode made at the final pause, or a decode after the endpoint",
+            MetricType::Counter,
+            "source",
+            &[
+                ("speculative", spec as f64),
+                (
+                    "after_endpoint",
+                    get(&c.events).saturating_sub(spec + get(&c.text_shed)) as f64,
+                ),
+            ],
+        )?;
+        family(
+            &mut enc,
             "queue_depth",
             "Items waiting in each bounded queue now (audio ring in samples)",
             MetricType::Gauge,

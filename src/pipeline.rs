@@ -14,6 +14,19 @@
 //! - interim request queue (capacity 1): while the interim decoder is busy, newer
 //!   requests are skipped and counted (`partials_skipped_busy`); the next one carries
 //!   all the audio so far anyway.
+//! - streaming step queue (capacity 1, `asr.stream_step_ms` > 0): the analyser decodes
+//!   the utterance in progress between finished utterances, which always go first. A
+//!   step that finds the queue full is skipped (`stream_steps_skipped_busy`); none is
+//!   sent while finished utterances wait (`stream_steps_shed`): streaming is the first
+//!   load to shed, and it resumes by itself when the backlog is gone.
+//!
+//! Load shedding, in order, when the board cannot keep up (each counted, each undone
+//! as soon as the backlog drains): 1. streaming steps (above); 2. with
+//! `budget.shed_text_over_ms` set, while more utterances wait or one has already waited
+//! past `budget.event_latency_ms`, utterances longer than that get no transcript or
+//! text view (`text_shed`), only the audio view. (There
+//! is one Whisper model and no camera yet, so there is no model or frame rate to step
+//! down.)
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -26,15 +39,19 @@ use ringbuf::HeapRb;
 use serde::Serialize;
 use thiserror::Error;
 
+use crate::asr::Transcript;
 use crate::asr::{AsrError, AsrModel, AsrStream};
 use crate::audio::{AudioError, AudioSource, PIPELINE_RATE_HZ};
 use crate::config::Config;
 use crate::context::{ContextStore, ContextTranscript};
-use crate::event::{EventSink, LatencyMs, PartialEvent, UtteranceEvent, UtteranceFeatures, Views};
+use crate::event::{
+    EventSink, LatencyMs, PartialEvent, ReadyMs, UtteranceEvent, UtteranceFeatures, Views,
+};
 use crate::fusion::{Fusion, HeadError};
 use crate::models::{ModelError, ModelStore};
 use crate::prosody::{self, FrameExtractor, ProsodyError};
 use crate::segment::{EndpointEvent, Endpointer, Span, VadError, VadModel, VAD_CHUNK};
+use crate::streaming::StreamingAsr;
 use crate::text::{TextEncoder, TextError};
 
 const RATE: f64 = PIPELINE_RATE_HZ as f64;
@@ -164,6 +181,17 @@ pub struct Counters {
     pub partials_skipped_busy: AtomicU64,
     pub partials_stale: AtomicU64,
     pub partials_dropped_queue_full: AtomicU64,
+    /// Streaming steps decoded, skipped while the analyser was busy, not sent while
+    /// finished utterances waited (load shedding), or arrived after their utterance.
+    pub stream_steps: AtomicU64,
+    pub stream_steps_skipped_busy: AtomicU64,
+    pub stream_steps_shed: AtomicU64,
+    pub stream_steps_stale: AtomicU64,
+    /// Final transcripts taken from the speculative decode at the pause (no decode
+    /// after the endpoint).
+    pub speculative_finals: AtomicU64,
+    /// Long utterances that got only the audio view because the analyser was behind.
+    pub text_shed: AtomicU64,
     pub ring_fill_samples: AtomicU64,
     pub utterance_queue_depth: AtomicU64,
     pub event_queue_depth: AtomicU64,
@@ -215,6 +243,18 @@ pub struct RunStats {
     pub stages: BTreeMap<String, StageSummary>,
     /// Events whose end-of-speech -> event latency exceeded `budget.event_latency_ms`.
     pub budget_violations: u64,
+    pub streaming: StreamingStats,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StreamingStats {
+    pub enabled: bool,
+    pub steps: u64,
+    pub steps_skipped_busy: u64,
+    pub steps_shed: u64,
+    pub steps_stale: u64,
+    pub speculative_finals: u64,
+    pub text_shed: u64,
 }
 
 #[derive(Clone)]
@@ -253,6 +293,20 @@ struct InterimRequest {
     speech_start: u64,
     audio_start: u64,
     audio: Vec<f32>,
+}
+
+/// Audio of the utterance in progress for a streaming step.
+struct StepRequest {
+    id: u64,
+    speech_start: u64,
+    audio_start: u64,
+    audio: Vec<f32>,
+    /// Sent at the first chunk of a pause: the result may become the final transcript.
+    speculative: bool,
+    /// End of the speech so far (stream sample).
+    speech_end: u64,
+    /// The latest finished pause in the utterance: (start sample, length in samples).
+    last_gap: Option<(u64, u64)>,
 }
 
 /// A finished utterance on its way to the analyser.
@@ -298,7 +352,18 @@ pub fn run_stream(
     let (ev_tx, ev_rx) = bounded::<Emitted>(cfg.buffers.event_queue);
     let interim_every = ms_samples(cfg.asr.interim_every_ms);
     let interim_on = interim_every > 0 && cfg.output.include_transcript;
+    // Streaming only pays where audio arrives in real time (a live source, or a file
+    // paced like one). A file read as fast as possible is all there already: it is
+    // decoded one-shot, which also keeps its events independent of thread timing
+    // (features, evaluation and tests rely on that).
+    let streaming = cfg.asr.stream_step_ms > 0 && (live || opts.realtime);
+    let step_every = ms_samples(cfg.asr.stream_step_ms);
     let (int_tx, int_rx) = bounded::<InterimRequest>(1);
+    let (step_tx, step_rx) = bounded::<StepRequest>(1);
+    // Set by the analyser to the speech end (stream sample) of a pause whose
+    // speculative decode ended a sentence; the segmenter may then end the utterance
+    // after `segment.sentence_end_hangover_ms` instead of the full hangover.
+    let sentence_end_at = Arc::new(AtomicU64::new(u64::MAX));
 
     // Set by any stage that fails, so the source stops feeding a pipeline that can no
     // longer drain (a file source would otherwise wait forever for ring space).
@@ -370,6 +435,7 @@ pub fn run_stream(
         let seg_cfg = cfg.clone();
         let vad = engine.vad.clone();
         let seg_abort = abort.clone();
+        let seg_sentence_end = sentence_end_at.clone();
         let segmenter_h = std::thread::Builder::new()
             .name("segmenter".into())
             .spawn_scoped(s, move || -> Result<Vec<f64>, PipelineError> {
@@ -388,6 +454,9 @@ pub fn run_stream(
                     let mut finishing = false;
                     // Stream sample of the last interim request, and the utterance it was for.
                     let mut interim_at: (u64, u64) = (u64::MAX, 0);
+                    let mut step_at: (u64, u64) = (u64::MAX, 0);
+                    // Speech end of the pause a speculative step was last sent for.
+                    let mut speculated_for: u64 = u64::MAX;
                     loop {
                         seg_counters.heartbeat.beat();
                         let n = cons.pop_slice(&mut tmp);
@@ -426,9 +495,25 @@ pub fn run_stream(
                             };
                             vad_ms.push(tv.elapsed().as_secs_f64() * 1e3);
                             events.clear();
-                            endpointer.push(p, chunk.len(), &mut events);
+                            let sentence_ended = endpointer
+                                .open_speech_end()
+                                .is_some_and(|e| seg_sentence_end.load(Ordering::Acquire) == e);
+                            endpointer.push_knowing(p, chunk.len(), sentence_ended, &mut events);
                             off = end;
-                            if interim_on {
+                            if streaming {
+                                request_step(
+                                    &endpointer,
+                                    &seg_ctx,
+                                    &seg_counters,
+                                    &step_tx,
+                                    utt_tx.len(),
+                                    step_every,
+                                    pre,
+                                    next_id,
+                                    &mut step_at,
+                                    &mut speculated_for,
+                                );
+                            } else if interim_on {
                                 request_interim(
                                     &endpointer,
                                     &seg_ctx,
@@ -481,6 +566,7 @@ pub fn run_stream(
                     }
                     drop(utt_tx);
                     drop(int_tx);
+                    drop(step_tx);
                     Ok(vad_ms)
                 })();
                 if r.is_err() {
@@ -491,7 +577,7 @@ pub fn run_stream(
             .expect("spawn segmenter thread");
 
         // --- interim decoder thread (optional) ---------------------------------------
-        let interim_h = if interim_on {
+        let interim_h = if interim_on && !streaming {
             let int_counters = counters.clone();
             let int_cfg = cfg.clone();
             let int_ev_tx = ev_tx.clone();
@@ -514,17 +600,70 @@ pub fn run_stream(
         let an_cfg = cfg.clone();
         let with_features = opts.with_features;
         let an_abort = abort.clone();
+        let an_ev_tx = ev_tx.clone();
+        let partials_on = interim_on;
+        let an_sentence_end = sentence_end_at.clone();
         let analyser_h = std::thread::Builder::new()
             .name("analyser".into())
             .spawn_scoped(s, move || -> Result<(), PipelineError> {
                 let r = (|| -> Result<(), PipelineError> {
                     let mut asr = engine.asr.stream(&an_cfg.asr)?;
-                    for utt in utt_rx.iter() {
+                    let mut stream_asr = streaming.then(StreamingAsr::new);
+                    let mut steps = step_rx;
+                    let mut last_final: Option<u64> = None;
+                    loop {
+                        // Finished utterances first; steps only when none waits.
+                        let utt = match utt_rx.try_recv() {
+                            Ok(u) => u,
+                            Err(crossbeam_channel::TryRecvError::Disconnected) => break,
+                            Err(crossbeam_channel::TryRecvError::Empty) => {
+                                crossbeam_channel::select! {
+                                    recv(utt_rx) -> u => match u {
+                                        Ok(u) => u,
+                                        Err(_) => break,
+                                    },
+                                    recv(steps) -> req => {
+                                        match req {
+                                            Ok(req) => {
+                                                an_counters.heartbeat.analysing(true);
+                                                let r = run_step(
+                                                    &mut asr,
+                                                    stream_asr.as_mut(),
+                                                    req,
+                                                    last_final,
+                                                    partials_on,
+                                                    &an_ev_tx,
+                                                    &an_counters,
+                                                    &an_sentence_end,
+                                                );
+                                                an_counters.heartbeat.analysing(false);
+                                                r?;
+                                            }
+                                            // The segmenter is done; only finals remain.
+                                            Err(_) => steps = crossbeam_channel::never(),
+                                        }
+                                        continue;
+                                    }
+                                }
+                            }
+                        };
+                        last_final = Some(utt.id);
                         an_counters
                             .utterance_queue_depth
                             .store(utt_rx.len() as u64, Ordering::Relaxed);
                         an_counters.heartbeat.analysing(true);
-                        let ev = analyse(engine, &an_cfg, &mut asr, &an_ctx, utt, with_features);
+                        let backlog = utt_rx.len();
+                        let ev = analyse(
+                            engine,
+                            &an_cfg,
+                            &mut asr,
+                            stream_asr.as_mut(),
+                            &an_ctx,
+                            utt,
+                            with_features,
+                            backlog,
+                            &an_counters,
+                        );
                         an_counters.heartbeat.analysing(false);
                         let ev = ev?;
                         if ev.transcript.as_deref().is_some_and(str::is_empty) {
@@ -659,6 +798,15 @@ pub fn run_stream(
         too_short: c.too_short.load(Ordering::Relaxed),
         budget_violations: c.budget_violations.load(Ordering::Relaxed),
         partials: c.partials.load(Ordering::Relaxed),
+        streaming: StreamingStats {
+            enabled: streaming,
+            steps: c.stream_steps.load(Ordering::Relaxed),
+            steps_skipped_busy: c.stream_steps_skipped_busy.load(Ordering::Relaxed),
+            steps_shed: c.stream_steps_shed.load(Ordering::Relaxed),
+            steps_stale: c.stream_steps_stale.load(Ordering::Relaxed),
+            speculative_finals: c.speculative_finals.load(Ordering::Relaxed),
+            text_shed: c.text_shed.load(Ordering::Relaxed),
+        },
         empty_transcripts: c.empty_transcripts.load(Ordering::Relaxed),
         dropped,
         stages: stages
@@ -775,6 +923,147 @@ fn request_interim(
     }
 }
 
+/// Send the utterance in progress to the analyser for a streaming step: every `every`
+/// samples of speech, and once at the first chunk of each pause (speculative: if the
+/// utterance ends there, that decode is its final transcript).
+#[allow(clippy::too_many_arguments)]
+fn request_step(
+    endpointer: &Endpointer,
+    ctx: &Mutex<ContextStore>,
+    counters: &Counters,
+    tx: &Sender<StepRequest>,
+    finals_waiting: usize,
+    every: u64,
+    pre: u64,
+    next_id: u64,
+    last: &mut (u64, u64),
+    speculated_for: &mut u64,
+) {
+    let (Some(speech_start), Some(speech_end)) =
+        (endpointer.open_speech_start(), endpointer.open_speech_end())
+    else {
+        return;
+    };
+    let pos = endpointer.position();
+    if last.1 != speech_start || last.0 == u64::MAX {
+        *last = (speech_start, speech_start);
+    }
+    // A pause is two silent chunks: single-chunk dips inside words (plosives) would
+    // each cost a wasted decode (measured: +8 % CPU-s per audio-s for no latency).
+    let pause = pos >= speech_end + 2 * VAD_CHUNK as u64 && *speculated_for != speech_end;
+    let due = pos >= last.0 + every && pos == speech_end;
+    if !pause && !due {
+        return;
+    }
+    if finals_waiting > 0 {
+        // Shed: finished utterances come first and a step would delay them.
+        counters.stream_steps_shed.fetch_add(1, Ordering::Relaxed);
+        last.0 = pos;
+        return;
+    }
+    let (audio_start, audio) = ctx
+        .lock()
+        .expect("context lock")
+        .audio_range(speech_start.saturating_sub(pre), pos);
+    let req = StepRequest {
+        id: next_id,
+        speech_start,
+        audio_start,
+        audio,
+        speculative: pause,
+        speech_end,
+        last_gap: endpointer.open_last_gap(),
+    };
+    match tx.try_send(req) {
+        Ok(()) => {
+            last.0 = pos;
+            if pause {
+                *speculated_for = speech_end;
+            }
+        }
+        Err(TrySendError::Full(_)) => {
+            // Retried at the next chunk for a pause, at the next interval otherwise.
+            if !pause {
+                last.0 = pos;
+            }
+            counters
+                .stream_steps_skipped_busy
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        Err(TrySendError::Disconnected(_)) => {}
+    }
+}
+
+/// One streaming step in the analyser thread, and its interim text.
+#[allow(clippy::too_many_arguments)]
+fn run_step(
+    asr: &mut AsrStream,
+    stream_asr: Option<&mut StreamingAsr>,
+    req: StepRequest,
+    last_final: Option<u64>,
+    partials_on: bool,
+    tx: &Sender<Emitted>,
+    counters: &Counters,
+    sentence_end_at: &AtomicU64,
+) -> Result<(), PipelineError> {
+    let Some(st) = stream_asr else {
+        return Ok(());
+    };
+    if last_final.is_some_and(|l| req.id <= l) {
+        counters.stream_steps_stale.fetch_add(1, Ordering::Relaxed);
+        return Ok(());
+    }
+    let t = Instant::now();
+    let at = crate::streaming::StepAt {
+        id: req.id,
+        audio_start: req.audio_start,
+        speech_end: req.speech_end,
+        last_gap: req.last_gap,
+    };
+    let r = st.step(asr, &at, &req.audio, req.speculative, partials_on)?;
+    if req.speculative && st.speculation_ends_sentence(req.id) {
+        sentence_end_at.store(req.speech_end, Ordering::Release);
+    }
+    let Some(r) = r else {
+        return Ok(());
+    };
+    counters.stream_steps.fetch_add(1, Ordering::Relaxed);
+    log::debug!(
+        "step utt {} {:.2}-{:.2} s{}: committed {:?} (+{}), tentative {:?}, {:.0} ms",
+        req.id,
+        req.audio_start as f64 / RATE,
+        (req.audio_start + req.audio.len() as u64) as f64 / RATE,
+        if req.speculative { " (pause)" } else { "" },
+        r.committed_text,
+        r.committed_words,
+        r.tentative_text,
+        ms_since(t)
+    );
+    let text = [r.committed_text.as_str(), r.tentative_text.as_str()]
+        .iter()
+        .filter(|t| !t.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if partials_on && !text.is_empty() {
+        let p = PartialEvent {
+            kind: "partial",
+            id: req.id,
+            start_s: round3(req.speech_start as f64 / RATE),
+            end_s: round3((req.audio_start + req.audio.len() as u64) as f64 / RATE),
+            text,
+            language: r.language,
+            decode_ms: round3(ms_since(t)),
+        };
+        if let Err(TrySendError::Full(_)) = tx.try_send(Emitted::Partial(p)) {
+            counters
+                .partials_dropped_queue_full
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    Ok(())
+}
+
 /// Decode the audio of utterances in progress and emit their interim text. Failures
 /// here never stop the pipeline: the final decode is what counts.
 fn interim_loop(
@@ -828,25 +1117,80 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
+#[allow(clippy::too_many_arguments)]
 fn analyse(
     engine: &Engine,
     cfg: &Config,
     asr: &mut AsrStream,
+    stream_asr: Option<&mut StreamingAsr>,
     ctx: &Mutex<ContextStore>,
     utt: Utterance,
     with_features: bool,
+    backlog: usize,
+    counters: &Counters,
 ) -> Result<UtteranceEvent, PipelineError> {
     let queue = ms_since(utt.endpoint_at);
     let start_s = utt.span.speech_start as f64 / RATE;
     let end_s = utt.span.speech_end as f64 / RATE;
-    let offset_s = utt.audio_start as f64 / RATE;
+    // Milliseconds from the end of speech to now (the hangover is audio time).
+    let endpoint = utt.endpoint_delay_samples as f64 / RATE * 1e3;
+    let since_speech_end =
+        |t: Instant| endpoint + t.duration_since(utt.endpoint_at).as_secs_f64() * 1e3;
 
+    // The audio view first: it needs no transcript, so it is ready within a
+    // millisecond of the endpoint (`ready_ms.audio`).
     let t = Instant::now();
-    let mut transcript = asr.transcribe(&utt.audio)?;
-    for seg in &mut transcript.segments {
-        seg.start_s += offset_s;
-        seg.end_s += offset_s;
-    }
+    let s0 = (utt.span.speech_start - utt.audio_start) as usize;
+    let s1 = ((utt.span.speech_end - utt.audio_start) as usize).min(utt.audio.len());
+    let functionals = prosody::utterance_functionals_at(
+        &utt.frames,
+        &utt.audio[s0.min(s1)..s1],
+        start_s,
+        PIPELINE_RATE_HZ,
+    );
+    let p_audio = match &engine.fusion {
+        Some(f) => Some(f.audio.predict(&functionals.values)?),
+        None => None,
+    };
+    let audio_ms = ms_since(t);
+    let audio_ready = since_speech_end(Instant::now());
+
+    let shed_over = cfg.budget.shed_text_over_ms as f64 / 1e3;
+    // Behind: more utterances wait, or this one already waited past the latency budget.
+    let budget_ms = cfg.budget.event_latency_ms as f64;
+    let behind = backlog >= 1 || (budget_ms > 0.0 && endpoint + queue > budget_ms);
+    let shed_text = behind && shed_over > 0.0 && end_s - start_s > shed_over;
+    let t = Instant::now();
+    let transcript = if shed_text {
+        counters.text_shed.fetch_add(1, Ordering::Relaxed);
+        log::warn!(
+            "utterance {} ({:.1} s): transcript and text view skipped, {backlog} utterances waiting",
+            utt.id,
+            end_s - start_s
+        );
+        Transcript::default()
+    } else if let Some(st) = stream_asr {
+        let hits = st.speculative_hits;
+        let tr = st.finish(
+            asr,
+            utt.id,
+            utt.audio_start,
+            &utt.audio,
+            utt.span.speech_end,
+        )?;
+        if st.speculative_hits > hits {
+            counters.speculative_finals.fetch_add(1, Ordering::Relaxed);
+        }
+        tr
+    } else {
+        let mut tr = asr.transcribe(&utt.audio)?;
+        let offset_s = utt.audio_start as f64 / RATE;
+        for seg in &mut tr.segments {
+            seg.start_s += offset_s;
+            seg.end_s += offset_s;
+        }
+        tr
+    };
     let asr_ms = ms_since(t);
 
     let t = Instant::now();
@@ -871,21 +1215,7 @@ fn analyse(
         embedding = Some(e);
     }
     let text_ms = ms_since(t);
-
-    let t = Instant::now();
-    let s0 = (utt.span.speech_start - utt.audio_start) as usize;
-    let s1 = ((utt.span.speech_end - utt.audio_start) as usize).min(utt.audio.len());
-    let functionals = prosody::utterance_functionals_at(
-        &utt.frames,
-        &utt.audio[s0.min(s1)..s1],
-        start_s,
-        PIPELINE_RATE_HZ,
-    );
-    let p_audio = match &engine.fusion {
-        Some(f) => Some(f.audio.predict(&functionals.values)?),
-        None => None,
-    };
-    let audio_ms = ms_since(t);
+    let text_ready = p_text.map(|_| since_speech_end(Instant::now()));
 
     let t = Instant::now();
     // Without heads (feature extraction only) there is no score: NaN serialises as null
@@ -905,17 +1235,13 @@ fn analyse(
                 text: transcript.text.clone(),
             });
     }
-    let endpoint = utt.endpoint_delay_samples as f64 / RATE * 1e3;
     let processing = ms_since(utt.endpoint_at);
     Ok(UtteranceEvent {
         kind: "utterance",
         id: utt.id,
         start_s: round3(start_s),
         end_s: round3(end_s),
-        transcript: cfg
-            .output
-            .include_transcript
-            .then(|| transcript.text.clone()),
+        transcript: (cfg.output.include_transcript && !shed_text).then(|| transcript.text.clone()),
         language: transcript.language.clone(),
         p_sarcastic: p,
         sarcastic: p >= threshold,
@@ -934,6 +1260,12 @@ fn analyse(
             fusion: round3(fusion_ms),
             total: round3(endpoint + processing),
         },
+        ready_ms: ReadyMs {
+            audio: p_audio.map(|_| round3(audio_ready)),
+            text: text_ready.map(round3),
+            fused: round3(endpoint + processing),
+        },
+        text_shed: shed_text,
         models: engine.models.clone(),
         forced_split: utt.span.forced,
         asr_segments: if cfg.output.include_transcript {

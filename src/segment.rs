@@ -30,6 +30,11 @@ pub struct SegmentConfig {
     pub min_speech_ms: u32,
     /// Silence needed to end an utterance. This is most of the end-of-speech latency.
     pub hangover_ms: u32,
+    /// Shorter silence that ends an utterance once streaming recognition has decoded
+    /// the speech up to this pause and Whisper ended it with `.`, `?` or `!`: a
+    /// finished sentence followed by silence is a finished utterance, and the flag need
+    /// not wait out the full hangover. 0 = off. Needs `asr.stream_step_ms` > 0.
+    pub sentence_end_hangover_ms: u32,
     /// Audio kept before the detected onset and handed to ASR with the utterance.
     pub pre_roll_ms: u32,
     /// Audio kept after the detected end (Whisper clips final consonants otherwise).
@@ -45,6 +50,7 @@ impl Default for SegmentConfig {
             neg_threshold: 0.35,
             min_speech_ms: 250,
             hangover_ms: 320,
+            sentence_end_hangover_ms: 96,
             pre_roll_ms: 300,
             post_roll_ms: 100,
             max_utterance_ms: 15_000,
@@ -71,6 +77,14 @@ impl SegmentConfig {
             return Err(FieldError::new(
                 "segment.hangover_ms",
                 "must be within 32..=5000",
+            ));
+        }
+        if self.sentence_end_hangover_ms != 0
+            && !(CHUNK_MS as u32..=self.hangover_ms).contains(&self.sentence_end_hangover_ms)
+        {
+            return Err(FieldError::new(
+                "segment.sentence_end_hangover_ms",
+                "must be 0 (off) or within 32..=hangover_ms",
             ));
         }
         if self.pre_roll_ms > 2_000 || self.post_roll_ms > 2_000 {
@@ -204,6 +218,7 @@ pub struct Endpointer {
     neg_threshold: f32,
     min_speech: u64,
     hangover: u64,
+    sentence_end_hangover: u64,
     max_len: u64,
     pos: u64,
     active: Option<Active>,
@@ -214,6 +229,8 @@ struct Active {
     start: u64,
     last_speech_end: u64,
     voiced: u64,
+    /// The latest pause inside the utterance: (stream sample where it began, length).
+    last_gap: Option<(u64, u64)>,
 }
 
 fn ms_to_samples(ms: u32) -> u64 {
@@ -227,6 +244,7 @@ impl Endpointer {
             neg_threshold: cfg.neg_threshold,
             min_speech: ms_to_samples(cfg.min_speech_ms),
             hangover: ms_to_samples(cfg.hangover_ms),
+            sentence_end_hangover: ms_to_samples(cfg.sentence_end_hangover_ms),
             max_len: ms_to_samples(cfg.max_utterance_ms),
             pos: 0,
             active: None,
@@ -243,8 +261,32 @@ impl Endpointer {
         self.active.map(|a| a.start)
     }
 
+    /// End (stream sample) of the last speech chunk of the utterance in progress: when
+    /// it is behind `position()`, a pause has begun (streaming's speculative decode).
+    pub fn open_speech_end(&self) -> Option<u64> {
+        self.active.map(|a| a.last_speech_end)
+    }
+
+    /// The latest finished pause inside the utterance in progress: where it began
+    /// (stream sample) and how long it was (samples).
+    pub fn open_last_gap(&self) -> Option<(u64, u64)> {
+        self.active.and_then(|a| a.last_gap)
+    }
+
     /// Feed the probability of the chunk covering `[pos, pos + len)`.
     pub fn push(&mut self, prob: f32, len: usize, out: &mut Vec<EndpointEvent>) {
+        self.push_knowing(prob, len, false, out)
+    }
+
+    /// [`push`](Self::push), told whether the speech before the current pause is known
+    /// to end a sentence (then `sentence_end_hangover_ms` of silence ends it).
+    pub fn push_knowing(
+        &mut self,
+        prob: f32,
+        len: usize,
+        sentence_ended: bool,
+        out: &mut Vec<EndpointEvent>,
+    ) {
         let chunk_start = self.pos;
         let chunk_end = self.pos + len as u64;
         self.pos = chunk_end;
@@ -255,11 +297,15 @@ impl Endpointer {
                         start: chunk_start,
                         last_speech_end: chunk_end,
                         voiced: len as u64,
+                        last_gap: None,
                     });
                 }
             }
             Some(a) => {
                 if prob >= self.neg_threshold {
+                    if chunk_start > a.last_speech_end {
+                        a.last_gap = Some((a.last_speech_end, chunk_start - a.last_speech_end));
+                    }
                     a.last_speech_end = chunk_end;
                     if prob >= self.threshold {
                         a.voiced += len as u64;
@@ -275,7 +321,11 @@ impl Endpointer {
                         self.active = None;
                         out.push(Self::classify(span, self.min_speech));
                     }
-                } else if chunk_end - a.last_speech_end >= self.hangover {
+                } else if chunk_end - a.last_speech_end >= self.hangover
+                    || (sentence_ended
+                        && self.sentence_end_hangover > 0
+                        && chunk_end - a.last_speech_end >= self.sentence_end_hangover)
+                {
                     let span = Span {
                         speech_start: a.start,
                         speech_end: a.last_speech_end,
@@ -327,6 +377,44 @@ mod tests {
 
     fn chunks(ms: u32) -> usize {
         (ms as f64 / CHUNK_MS).round() as usize
+    }
+
+    #[test]
+    fn a_finished_sentence_ends_after_the_short_hangover() {
+        let cfg = SegmentConfig::default();
+        let mut e = Endpointer::new(&cfg);
+        let mut out = Vec::new();
+        for _ in 0..chunks(1000) {
+            e.push(0.9, VAD_CHUNK, &mut out);
+        }
+        let speech_end = e.position();
+        // Not known to be a sentence end: the full hangover applies.
+        for _ in 0..chunks(160) {
+            e.push_knowing(0.0, VAD_CHUNK, false, &mut out);
+        }
+        assert!(out.is_empty());
+        assert_eq!(e.open_speech_end(), Some(speech_end));
+        // Known: 96 ms of silence are enough (160 ms have passed already).
+        e.push_knowing(0.0, VAD_CHUNK, true, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        let EndpointEvent::Utterance(span) = out[0] else {
+            panic!()
+        };
+        assert_eq!(span.speech_end, speech_end);
+        // Off: only the full hangover ends speech.
+        let off = SegmentConfig {
+            sentence_end_hangover_ms: 0,
+            ..cfg
+        };
+        let mut e = Endpointer::new(&off);
+        out.clear();
+        for _ in 0..chunks(1000) {
+            e.push(0.9, VAD_CHUNK, &mut out);
+        }
+        for _ in 0..chunks(200) {
+            e.push_knowing(0.0, VAD_CHUNK, true, &mut out);
+        }
+        assert!(out.is_empty());
     }
 
     #[test]

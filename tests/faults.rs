@@ -245,7 +245,7 @@ fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
     let cfg = d.path().join("tight.toml");
     std::fs::write(
         &cfg,
-        "[buffers]\nutterance_queue = 1\n\n[budget]\nevent_latency_ms = 1000\n",
+        "[buffers]\nutterance_queue = 1\n\n[budget]\nevent_latency_ms = 1000\nshed_text_over_ms = 1500\n",
     )
     .unwrap();
     let stats = d.path().join("stats.json");
@@ -302,4 +302,25 @@ fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
     assert!(s["budget_violations"].as_u64().unwrap() > 0, "{s}");
     assert!(log.contains("over the 1000 ms budget"), "{log}");
     assert!(s["peak_rss_mb"].as_f64().unwrap() < 600.0, "{s}");
+    // Load shedding is visible: streaming steps not sent or skipped, and long
+    // utterances scored by the audio view alone (no transcript, no text view).
+    let st = &s["streaming"];
+    assert!(st["enabled"].as_bool().unwrap(), "{s}");
+    assert!(
+        st["steps_shed"].as_u64().unwrap() + st["steps_skipped_busy"].as_u64().unwrap() > 0,
+        "{s}"
+    );
+    assert!(st["text_shed"].as_u64().unwrap() > 0, "{s}");
+    let shed: Vec<serde_json::Value> = finals(&events_path)
+        .into_iter()
+        .filter(|e| e["text_shed"].as_bool() == Some(true))
+        .collect();
+    assert_eq!(shed.len() as u64, st["text_shed"].as_u64().unwrap());
+    for e in &shed {
+        assert!(
+            e["transcript"].is_null() && e["views"]["text"].is_null(),
+            "{e}"
+        );
+        assert!(e["views"]["audio"].is_f64(), "{e}");
+    }
 }

@@ -410,6 +410,8 @@ mod tests {
             threshold: 0.5,
             views: Views::default(),
             latency_ms: LatencyMs::default(),
+            ready_ms: Default::default(),
+            text_shed: false,
             models: Default::default(),
             forced_split: false,
             asr_segments: segs
@@ -419,6 +421,7 @@ mod tests {
                     end_s: e,
                     text: t.into(),
                     no_speech_prob: 0.01,
+                    words: vec![],
                 })
                 .collect(),
             asr_guards: vec![],

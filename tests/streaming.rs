@@ -1,0 +1,98 @@
+//! Streaming recognition on real (espeak-ng) speech paced like a microphone: words
+//! come out as with one-shot decoding, the decode made at the final pause becomes the
+//! transcript, and each view says when it was ready.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use sarcasmd::bench::SamplesSource;
+use sarcasmd::config::Config;
+use sarcasmd::event::VecSink;
+use sarcasmd::pipeline::{run_stream, RunOptions};
+
+const SENTENCES: [(&str, &str); 2] = [
+    (
+        "Oh great, another meeting that could have been an email.",
+        "en-us+m3",
+    ),
+    (
+        "Thanks, the report is ready and I sent it to the team.",
+        "en-us",
+    ),
+];
+
+#[test]
+fn streamed_transcripts_match_the_speech_and_views_report_readiness() {
+    let c = compose(0.6, &SENTENCES, 1.5);
+    let mut cfg = Config::default();
+    cfg.asr.stream_step_ms = 1000;
+    // Interim captions on: the streaming steps produce them.
+    cfg.asr.interim_every_ms = 1000;
+    let mut sink = VecSink::default();
+    let opts = RunOptions {
+        realtime: true,
+        ..Default::default()
+    };
+    let stats = run_stream(
+        engine(),
+        &cfg,
+        Box::new(SamplesSource::new(Arc::new(c.samples.clone()))),
+        &mut sink,
+        &opts,
+    )
+    .unwrap();
+    let events = sink.0;
+    eprintln!("{:?}", stats.streaming);
+    assert_eq!(events.len(), c.truth.len(), "{events:#?}");
+    // The same audio decoded one-shot (read as fast as possible) is the reference
+    // quality: streaming may not be much worse.
+    let (one_shot, _) = run_with(
+        &cfg,
+        Box::new(SamplesSource::new(Arc::new(c.samples.clone()))),
+    );
+    assert_eq!(one_shot.len(), events.len());
+    for ((ev, base), (_, _, text)) in events.iter().zip(&one_shot).zip(&c.truth) {
+        let hyp = ev.transcript.as_deref().unwrap();
+        let base_text = base.transcript.as_deref().unwrap();
+        let (w, _) = wer(text, hyp);
+        let (w_base, _) = wer(text, base_text);
+        eprintln!(
+            "ref: {text}\nstreamed: {hyp} (WER {w:.3})\none-shot: {base_text} (WER {w_base:.3})\nready {:?}",
+            ev.ready_ms
+        );
+        assert!(w <= w_base + 0.15, "streamed WER {w} vs one-shot {w_base}");
+        let audio = ev.ready_ms.audio.unwrap();
+        let text_ready = ev.ready_ms.text.unwrap();
+        assert!(audio <= text_ready && text_ready <= ev.ready_ms.fused);
+        assert_eq!(ev.ready_ms.fused, ev.latency_ms.total);
+        assert!(!ev.text_shed);
+    }
+    assert!(stats.streaming.enabled);
+    assert!(stats.streaming.steps >= 2, "{:?}", stats.streaming);
+    // Sentences followed by silence: the decode started at the pause is the final one.
+    assert!(
+        stats.streaming.speculative_finals >= 1,
+        "{:?}",
+        stats.streaming
+    );
+    // Interim text came from the steps, each with the id of its final event.
+    assert!(!sink.1.is_empty());
+    assert!(sink.1.iter().all(|p| p.id < events.len() as u64));
+    assert_eq!(stats.dropped.values().sum::<u64>(), 0);
+}
+
+#[test]
+fn a_file_read_as_fast_as_possible_is_decoded_one_shot() {
+    let c = compose(0.5, &SENTENCES[..1], 0.5);
+    let cfg = Config::default();
+    assert!(cfg.asr.stream_step_ms > 0);
+    let (events, stats) = run_with(
+        &cfg,
+        Box::new(SamplesSource::new(Arc::new(c.samples.clone()))),
+    );
+    assert_eq!(events.len(), 1);
+    assert!(!stats.streaming.enabled);
+    assert_eq!(stats.streaming.steps, 0);
+}

@@ -1,5 +1,8 @@
 //! Per-stage costs at realistic shapes, with the real models from the cache.
 //! Run: `cargo bench --bench stages`. Each group names the regression it guards.
+//! Whisper runs on real speech synthesised with espeak-ng (a tone makes it decode
+//! nothing, which is fast and meaningless). There is no vision stage yet (no camera
+//! view exists), so there is no per-frame vision bench.
 
 use std::hint::black_box;
 
@@ -26,6 +29,32 @@ fn signal(seconds: f32) -> Vec<f32> {
                 + 0.01 * ((s >> 16) as f32 / 65536.0 - 0.5)
         })
         .collect()
+}
+
+/// `seconds` of espeak-ng speech at 16 kHz (sentences repeated to length), or `None`
+/// when espeak-ng is not installed.
+fn speech(seconds: f32) -> Option<Vec<f32>> {
+    use sarcasmd::audio::{AudioSource, WavSource};
+    let dir = tempfile::tempdir().ok()?;
+    let wav = dir.path().join("speech.wav");
+    let text = "Oh great, another meeting that could have been an email. \
+                The server went down again during the demo, what a surprise. \
+                Please send me the slides before lunch.";
+    let ok = std::process::Command::new("espeak-ng")
+        .args(["-v", "en-us", "-s", "160", "-w"])
+        .arg(&wav)
+        .arg(text)
+        .status()
+        .ok()?
+        .success();
+    if !ok {
+        return None;
+    }
+    let mut src = WavSource::open(&wav).ok()?;
+    let mut one = Vec::new();
+    while src.read_chunk(&mut one).ok()? {}
+    let n = (seconds * PIPELINE_RATE_HZ as f32) as usize;
+    Some(one.iter().copied().cycle().take(n).collect())
 }
 
 fn benches(c: &mut Criterion) {
@@ -88,12 +117,27 @@ fn benches(c: &mut Criterion) {
             b.iter(|| f.fuse(Some(0.7), Some(0.4)).unwrap())
         });
     }
-    // Guards: Whisper on a 5 s utterance (trimmed encoder), the dominant stage.
+    // Guards: Whisper per 5 s and 10 s of speech (trimmed encoder), the dominant stage
+    // of the one-shot path, and a 2 s streaming step with word times (what is left to
+    // decode at the end of speech when streaming works).
+    let Some(talk) = speech(10.0) else {
+        eprintln!("SKIP whisper benches: espeak-ng not installed (scripts/install-test-tools.sh)");
+        return;
+    };
     let mut asr = engine.asr.stream(&cfg.asr).unwrap();
     let mut g = c.benchmark_group("asr");
     g.sample_size(10);
     g.bench_function("whisper_5s", |b| {
-        b.iter(|| asr.transcribe(black_box(&x[..16_000 * 5])).unwrap())
+        b.iter(|| asr.transcribe(black_box(&talk[..16_000 * 5])).unwrap())
+    });
+    g.bench_function("whisper_10s", |b| {
+        b.iter(|| asr.transcribe(black_box(&talk[..16_000 * 10])).unwrap())
+    });
+    g.bench_function("stream_step_2s_words", |b| {
+        b.iter(|| {
+            asr.transcribe_with(black_box(&talk[..16_000 * 2]), true)
+                .unwrap()
+        })
     });
     g.finish();
 }

@@ -33,7 +33,8 @@ pub struct SegmentConfig {
     /// Shorter silence that ends an utterance once streaming recognition has decoded
     /// the speech up to this pause and Whisper ended it with `.`, `?` or `!`: a
     /// finished sentence followed by silence is a finished utterance, and the flag need
-    /// not wait out the full hangover. 0 = off. Needs `asr.stream_step_ms` > 0.
+    /// not wait out the full hangover. 0 = off. Needs `asr.stream_step_ms` > 0; no
+    /// effect when not below `hangover_ms`.
     pub sentence_end_hangover_ms: u32,
     /// Audio kept before the detected onset and handed to ASR with the utterance.
     pub pre_roll_ms: u32,
@@ -79,12 +80,15 @@ impl SegmentConfig {
                 "must be within 32..=5000",
             ));
         }
+        // Above `hangover_ms` it simply has no effect (the full hangover ends speech
+        // first), so a config with a short hangover written before this key existed
+        // stays valid.
         if self.sentence_end_hangover_ms != 0
-            && !(CHUNK_MS as u32..=self.hangover_ms).contains(&self.sentence_end_hangover_ms)
+            && !(CHUNK_MS as u32..=5_000).contains(&self.sentence_end_hangover_ms)
         {
             return Err(FieldError::new(
                 "segment.sentence_end_hangover_ms",
-                "must be 0 (off) or within 32..=hangover_ms",
+                "must be 0 (off) or within 32..=5000",
             ));
         }
         if self.pre_roll_ms > 2_000 || self.post_roll_ms > 2_000 {
@@ -377,6 +381,20 @@ mod tests {
 
     fn chunks(ms: u32) -> usize {
         (ms as f64 / CHUNK_MS).round() as usize
+    }
+
+    #[test]
+    fn a_short_hangover_from_an_old_config_stays_valid() {
+        let cfg = SegmentConfig {
+            hangover_ms: 64,
+            ..Default::default()
+        };
+        assert!(cfg.validate().is_ok());
+        let bad = SegmentConfig {
+            sentence_end_hangover_ms: 10,
+            ..Default::default()
+        };
+        assert!(bad.validate().is_err());
     }
 
     #[test]

@@ -320,12 +320,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// Lowercase words of letters, digits and apostrophes.
 pub fn normalise_words(s: &str) -> Vec<String> {
     s.split_whitespace()
-        .map(|w| {
-            w.chars()
-                .filter(|c| c.is_alphanumeric() || *c == '\'')
-                .flat_map(char::to_lowercase)
-                .collect::<String>()
-        })
+        .map(crate::streaming::normalise_word)
         .filter(|w| !w.is_empty())
         .collect()
 }
@@ -527,22 +522,16 @@ pub fn run(
     }
     let mut one_shot_cfg = cfg.clone();
     one_shot_cfg.asr.stream_step_ms = 0;
+    let mut modes = vec![("streaming", &streaming_cfg)];
+    if opts.baseline {
+        modes.push(("one-shot", &one_shot_cfg));
+    }
     let mut runs = Vec::new();
     for r in 0..opts.runs {
-        let res = run_once(engine, &streaming_cfg, "streaming", clips, &stream)?;
-        log::info!(
-            "run {}/{} streaming: p50 {:.0} ms, p95 {:.0} ms, {:.3} CPU-s/audio-s",
-            r + 1,
-            opts.runs,
-            res.latency_ms.p50,
-            res.latency_ms.p95,
-            res.cpu_s_per_audio_s
-        );
-        runs.push(res);
-        if opts.baseline {
-            let res = run_once(engine, &one_shot_cfg, "one-shot", clips, &stream)?;
+        for &(mode, mode_cfg) in &modes {
+            let res = run_once(engine, mode_cfg, mode, clips, &stream)?;
             log::info!(
-                "run {}/{} one-shot: p50 {:.0} ms, p95 {:.0} ms, {:.3} CPU-s/audio-s",
+                "run {}/{} {mode}: p50 {:.0} ms, p95 {:.0} ms, {:.3} CPU-s/audio-s",
                 r + 1,
                 opts.runs,
                 res.latency_ms.p50,

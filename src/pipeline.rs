@@ -961,6 +961,17 @@ fn request_step(
         last.0 = pos;
         return;
     }
+    if tx.is_full() {
+        // Checked before copying up to 15 s of audio: a pause step is retried at
+        // every 32 ms chunk until the analyser takes the previous one.
+        if !pause {
+            last.0 = pos;
+        }
+        counters
+            .stream_steps_skipped_busy
+            .fetch_add(1, Ordering::Relaxed);
+        return;
+    }
     let (audio_start, audio) = ctx
         .lock()
         .expect("context lock")
@@ -974,23 +985,13 @@ fn request_step(
         speech_end,
         last_gap: endpointer.open_last_gap(),
     };
-    match tx.try_send(req) {
-        Ok(()) => {
-            last.0 = pos;
-            if pause {
-                *speculated_for = speech_end;
-            }
+    // The segmenter is the only sender, so the queue cannot have filled since the
+    // check; a disconnected analyser has failed and reports that itself.
+    if tx.try_send(req).is_ok() {
+        last.0 = pos;
+        if pause {
+            *speculated_for = speech_end;
         }
-        Err(TrySendError::Full(_)) => {
-            // Retried at the next chunk for a pause, at the next interval otherwise.
-            if !pause {
-                last.0 = pos;
-            }
-            counters
-                .stream_steps_skipped_busy
-                .fetch_add(1, Ordering::Relaxed);
-        }
-        Err(TrySendError::Disconnected(_)) => {}
     }
 }
 
@@ -1055,11 +1056,8 @@ fn run_step(
             language: r.language,
             decode_ms: round3(ms_since(t)),
         };
-        if let Err(TrySendError::Full(_)) = tx.try_send(Emitted::Partial(p)) {
-            counters
-                .partials_dropped_queue_full
-                .fetch_add(1, Ordering::Relaxed);
-        }
+        // A gone sink ends the run through the final events' path.
+        send_partial(tx, counters, p);
     }
     Ok(())
 }
@@ -1101,15 +1099,24 @@ fn interim_loop(
             language: tr.language,
             decode_ms: round3(ms_since(t)),
         };
-        match tx.try_send(Emitted::Partial(p)) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                counters
-                    .partials_dropped_queue_full
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            Err(TrySendError::Disconnected(_)) => break,
+        if !send_partial(&tx, counters, p) {
+            break;
         }
+    }
+}
+
+/// Interim text is best-effort: dropped and counted when the event queue is full.
+/// Returns false once the sink side is gone.
+fn send_partial(tx: &Sender<Emitted>, counters: &Counters, p: PartialEvent) -> bool {
+    match tx.try_send(Emitted::Partial(p)) {
+        Ok(()) => true,
+        Err(TrySendError::Full(_)) => {
+            counters
+                .partials_dropped_queue_full
+                .fetch_add(1, Ordering::Relaxed);
+            true
+        }
+        Err(TrySendError::Disconnected(_)) => false,
     }
 }
 
@@ -1170,15 +1177,14 @@ fn analyse(
         );
         Transcript::default()
     } else if let Some(st) = stream_asr {
-        let hits = st.speculative_hits;
-        let tr = st.finish(
+        let (tr, speculative) = st.finish(
             asr,
             utt.id,
             utt.audio_start,
             &utt.audio,
             utt.span.speech_end,
         )?;
-        if st.speculative_hits > hits {
+        if speculative {
             counters.speculative_finals.fetch_add(1, Ordering::Relaxed);
         }
         tr

@@ -193,8 +193,6 @@ pub struct StreamingAsr {
     utterance: Option<u64>,
     agreement: LocalAgreement,
     speculation: Option<Speculation>,
-    pub steps: u64,
-    pub speculative_hits: u64,
 }
 
 /// Where a step's audio sits in the stream, and what the VAD knows about the
@@ -229,8 +227,6 @@ impl StreamingAsr {
             utterance: None,
             agreement: LocalAgreement::new(0),
             speculation: None,
-            steps: 0,
-            speculative_hits: 0,
         }
     }
 
@@ -301,7 +297,6 @@ impl StreamingAsr {
             return Ok(None);
         }
         let tr = asr.transcribe_with(&audio[off..], true)?;
-        self.steps += 1;
         let guarded = !tr.guards.is_empty();
         let mut hypothesis = absolute_words(&tr, from);
         let tr = self.without_overlap(tr, &mut hypothesis);
@@ -332,7 +327,7 @@ impl StreamingAsr {
     /// The final transcript of utterance `id` whose speech ended at stream sample
     /// `speech_end`; `audio` (with post-roll) starts at `audio_start`. Only the audio
     /// after the commit point is decoded, or nothing if the speculative step at the
-    /// final pause already did.
+    /// final pause already did (then the flag is true).
     pub fn finish(
         &mut self,
         asr: &mut AsrStream,
@@ -340,13 +335,12 @@ impl StreamingAsr {
         audio_start: u64,
         audio: &[f32],
         speech_end: u64,
-    ) -> Result<Transcript, AsrError> {
+    ) -> Result<(Transcript, bool), AsrError> {
         self.enter(id, audio_start);
         self.utterance = None;
         if let Some(sp) = self.speculation.take() {
             if sp.id == id && sp.audio_end >= speech_end && !sp.guarded {
-                self.speculative_hits += 1;
-                return Ok(sp.transcript);
+                return Ok((sp.transcript, true));
             }
         }
         let audio_end = audio_start + audio.len() as u64;
@@ -357,12 +351,12 @@ impl StreamingAsr {
             // Nothing committed: exactly the one-shot decode.
             let mut tr = asr.transcribe(audio)?;
             shift(&mut tr, audio_start);
-            return Ok(tr);
+            return Ok((tr, false));
         }
         let tr = asr.transcribe_with(&audio[off..], true)?;
         let mut words = absolute_words(&tr, from);
         let tr = self.without_overlap(tr, &mut words);
-        Ok(join(&committed, tr, from))
+        Ok((join(&committed, tr, from), false))
     }
 }
 

@@ -123,35 +123,13 @@ pub fn run_with(cfg: &Config, source: Box<dyn AudioSource>) -> (Vec<UtteranceEve
     (sink.0, stats)
 }
 
-fn words(s: &str) -> Vec<String> {
-    s.split_whitespace()
-        .map(|w| {
-            w.chars()
-                .filter(|c| c.is_alphanumeric() || *c == '\'')
-                .collect::<String>()
-                .to_lowercase()
-        })
-        .filter(|w| !w.is_empty())
-        .collect()
-}
-
-/// Word error rate (Levenshtein over normalised words) and the reference length.
+/// Word error rate (the bench's word edit distance over normalised words) and the
+/// reference length.
 pub fn wer(reference: &str, hypothesis: &str) -> (f64, usize) {
-    let r = words(reference);
-    let h = words(hypothesis);
-    let mut d: Vec<usize> = (0..=h.len()).collect();
-    for i in 1..=r.len() {
-        let mut prev = d[0];
-        d[0] = i;
-        for j in 1..=h.len() {
-            let cur = d[j];
-            d[j] = (d[j] + 1)
-                .min(d[j - 1] + 1)
-                .min(prev + usize::from(r[i - 1] != h[j - 1]));
-            prev = cur;
-        }
-    }
-    (d[h.len()] as f64 / r.len().max(1) as f64, r.len())
+    use sarcasmd::bench::{normalise_words, word_edits};
+    let r = normalise_words(reference);
+    let h = normalise_words(hypothesis);
+    (word_edits(&r, &h) as f64 / r.len().max(1) as f64, r.len())
 }
 
 /// `../shared` beside the repo, when present (CI has it; a user's fresh clone does not).

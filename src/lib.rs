@@ -27,3 +27,4 @@ pub mod sinks;
 pub mod streaming;
 pub mod text;
 pub mod video;
+pub mod vision;

@@ -1,0 +1,317 @@
+//! The vision side of a stream: frame source -> bounded frame queue -> analyser ->
+//! timeline of [`FrameObs`] that utterances read their frames from.
+//!
+//! Queue policy: a live camera never waits. When the queue is full the oldest frame is
+//! dropped (counted in `frames_dropped`), so the analyser always works on the newest
+//! frames. A file waits for room instead, so replaying a file is deterministic. Frames
+//! beyond `analyse_fps` are skipped before the queue (`frames_skipped`): that is the
+//! CPU budget, not a loss.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use serde::Serialize;
+
+use super::{FrameObs, VisionAnalyser, VisionError};
+use crate::video::{FrameSource, VideoError, VideoFrame};
+
+#[derive(Debug, Default)]
+pub struct VisionCounters {
+    pub frames_in: AtomicU64,
+    pub frames_skipped: AtomicU64,
+    pub frames_dropped: AtomicU64,
+    pub frames_analysed: AtomicU64,
+    pub frames_with_face: AtomicU64,
+    /// Utterances whose video view is null: no analysed frame with a face.
+    pub utterances_without_face: AtomicU64,
+    /// The frame source failed or ended while audio went on: the stream is audio-only.
+    pub source_failed: AtomicBool,
+    pub source_running: AtomicBool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct VisionStats {
+    pub enabled: bool,
+    pub frames_in: u64,
+    pub frames_skipped: u64,
+    pub frames_dropped: u64,
+    pub frames_analysed: u64,
+    pub frames_with_face: u64,
+    pub utterances_without_face: u64,
+    pub source_failed: bool,
+}
+
+impl VisionCounters {
+    pub fn stats(&self, enabled: bool) -> VisionStats {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        VisionStats {
+            enabled,
+            frames_in: get(&self.frames_in),
+            frames_skipped: get(&self.frames_skipped),
+            frames_dropped: get(&self.frames_dropped),
+            frames_analysed: get(&self.frames_analysed),
+            frames_with_face: get(&self.frames_with_face),
+            utterances_without_face: get(&self.utterances_without_face),
+            source_failed: self.source_failed.load(Ordering::Relaxed),
+        }
+    }
+}
+
+struct TimelineState {
+    frames: VecDeque<FrameObs>,
+    /// Time of the newest analysed frame: every earlier queued frame is analysed.
+    covered_s: f64,
+    ended: bool,
+}
+
+/// Analysed frames of the last `keep_s` seconds, in time order.
+pub struct VisionTimeline {
+    state: Mutex<TimelineState>,
+    changed: Condvar,
+    keep_s: f64,
+}
+
+impl VisionTimeline {
+    pub fn new(keep_s: f64) -> Self {
+        Self {
+            state: Mutex::new(TimelineState {
+                frames: VecDeque::new(),
+                covered_s: f64::NEG_INFINITY,
+                ended: false,
+            }),
+            changed: Condvar::new(),
+            keep_s,
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut TimelineState)) {
+        let mut s = self.state.lock().expect("vision timeline lock");
+        f(&mut s);
+        drop(s);
+        self.changed.notify_all();
+    }
+
+    pub fn push(&self, obs: FrameObs) {
+        let keep = self.keep_s;
+        self.update(|s| {
+            s.covered_s = s.covered_s.max(obs.t_s);
+            s.frames.push_back(obs);
+            while s.frames.front().is_some_and(|f| f.t_s < obs.t_s - keep) {
+                s.frames.pop_front();
+            }
+        });
+    }
+
+    /// No more frames will come (source ended or failed).
+    pub fn end(&self) {
+        self.update(|s| s.ended = true);
+    }
+
+    /// The analysed frames within `[start_s, end_s)`. Waits until the analyser has
+    /// covered `end_s`, the source ended, `max_wait` passed (`None`: no limit), or
+    /// `halted` is set.
+    pub fn window(
+        &self,
+        start_s: f64,
+        end_s: f64,
+        max_wait: Option<Duration>,
+        halted: &AtomicBool,
+    ) -> Vec<FrameObs> {
+        let deadline = max_wait.map(|w| Instant::now() + w);
+        let mut s = self.state.lock().expect("vision timeline lock");
+        while !s.ended && s.covered_s < end_s && !halted.load(Ordering::Relaxed) {
+            // Short waits so `halted` is noticed without a notification.
+            let mut step = Duration::from_millis(50);
+            if let Some(d) = deadline {
+                let now = Instant::now();
+                if now >= d {
+                    break;
+                }
+                step = step.min(d - now);
+            }
+            s = self
+                .changed
+                .wait_timeout(s, step)
+                .expect("vision timeline lock")
+                .0;
+        }
+        s.frames
+            .iter()
+            .filter(|f| f.t_s >= start_s && f.t_s < end_s)
+            .copied()
+            .collect()
+    }
+}
+
+/// Pace for a file replayed in real time: frame `t_s` is released at `started + t_s`.
+pub struct Pacing {
+    pub started: Instant,
+}
+
+/// Read frames, keep those due under `analyse_fps`, queue them. Returns when the source
+/// ends, fails, `halted` is set, or the analyser is gone.
+pub fn read_frames(
+    mut source: Box<dyn FrameSource>,
+    analyse_fps: f32,
+    tx: Sender<VideoFrame>,
+    oldest: Receiver<VideoFrame>,
+    counters: &VisionCounters,
+    pacing: Option<Pacing>,
+    halted: &dyn Fn() -> bool,
+) -> Result<(), VideoError> {
+    let live = source.is_live();
+    let period_s = 1.0 / analyse_fps as f64;
+    let mut next_due_s = f64::NEG_INFINITY;
+    counters.source_running.store(true, Ordering::Relaxed);
+    let res = (|| {
+        while !halted() {
+            let Some(frame) = source.next_frame()? else {
+                return Ok(());
+            };
+            counters.frames_in.fetch_add(1, Ordering::Relaxed);
+            if let Some(p) = &pacing {
+                let due = Duration::from_secs_f64(frame.t_s.max(0.0));
+                if let Some(wait) = due.checked_sub(p.started.elapsed()) {
+                    std::thread::sleep(wait);
+                }
+            }
+            // A small tolerance so a 15 fps source at 5 fps keeps every third frame.
+            if frame.t_s + 1e-6 < next_due_s {
+                counters.frames_skipped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            next_due_s = frame.t_s + period_s;
+            if live {
+                let mut frame = frame;
+                loop {
+                    match tx.try_send(frame) {
+                        Ok(()) => break,
+                        Err(TrySendError::Full(f)) => {
+                            if oldest.try_recv().is_ok() {
+                                counters.frames_dropped.fetch_add(1, Ordering::Relaxed);
+                            }
+                            frame = f;
+                        }
+                        Err(TrySendError::Disconnected(_)) => return Ok(()),
+                    }
+                }
+            } else if tx.send(frame).is_err() {
+                return Ok(());
+            }
+        }
+        Ok(())
+    })();
+    counters.source_running.store(false, Ordering::Relaxed);
+    res
+}
+
+/// Analyse queued frames into the timeline until the queue closes.
+pub fn analyse_frames(
+    analyser: &VisionAnalyser,
+    rx: Receiver<VideoFrame>,
+    timeline: &VisionTimeline,
+    counters: &VisionCounters,
+) -> Result<(), VisionError> {
+    for frame in rx.iter() {
+        let obs = analyser.analyse(&frame)?;
+        counters.frames_analysed.fetch_add(1, Ordering::Relaxed);
+        if obs.face.is_some() {
+            counters.frames_with_face.fetch_add(1, Ordering::Relaxed);
+        }
+        timeline.push(obs);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obs(t_s: f64) -> FrameObs {
+        FrameObs { t_s, face: None }
+    }
+
+    #[test]
+    fn window_returns_frames_in_span_and_prunes_old_ones() {
+        let tl = VisionTimeline::new(1.0);
+        for k in 0..30 {
+            tl.push(obs(k as f64 * 0.1));
+        }
+        let halted = AtomicBool::new(false);
+        let w = tl.window(2.0, 2.5, None, &halted);
+        assert_eq!(w.len(), 5, "{w:?}");
+        // Older than 1 s before the newest frame (2.9 s) is gone.
+        assert!(tl.window(0.0, 1.85, None, &halted).is_empty());
+    }
+
+    #[test]
+    fn window_waits_for_coverage_or_end() {
+        let tl = std::sync::Arc::new(VisionTimeline::new(10.0));
+        let halted = AtomicBool::new(false);
+        let tl2 = tl.clone();
+        let h = std::thread::spawn(move || {
+            tl2.push(obs(0.5));
+            tl2.push(obs(1.2));
+        });
+        // No time limit: returns only once a frame at or after 1.0 s is analysed, so
+        // every earlier frame is in.
+        let w = tl.window(0.0, 1.0, None, &halted);
+        h.join().unwrap();
+        assert_eq!(w.len(), 1);
+        // A bounded wait gives up with what is there.
+        let w = tl.window(0.0, 5.0, Some(Duration::from_millis(20)), &halted);
+        assert_eq!(w.len(), 2);
+        tl.end();
+        assert_eq!(tl.window(0.0, 99.0, None, &halted).len(), 2);
+    }
+
+    struct Frames {
+        n: usize,
+        fps: f64,
+        live: bool,
+    }
+    impl FrameSource for Frames {
+        fn describe(&self) -> String {
+            "test frames".into()
+        }
+        fn next_frame(&mut self) -> Result<Option<VideoFrame>, VideoError> {
+            if self.n == 0 {
+                return Ok(None);
+            }
+            self.n -= 1;
+            Ok(Some(VideoFrame {
+                t_s: (100 - self.n) as f64 / self.fps,
+                width: 2,
+                height: 2,
+                rgb: vec![0; 12],
+            }))
+        }
+        fn is_live(&self) -> bool {
+            self.live
+        }
+    }
+
+    #[test]
+    fn frames_are_thinned_to_the_budget_and_a_slow_consumer_drops_the_oldest() {
+        let counters = VisionCounters::default();
+        let (tx, rx) = crossbeam_channel::bounded(4);
+        let src = Frames {
+            n: 100,
+            fps: 15.0,
+            live: true,
+        };
+        // Nobody consumes: a live source must not block, only drop.
+        read_frames(Box::new(src), 5.0, tx, rx.clone(), &counters, None, &|| false).unwrap();
+        let s = counters.stats(true);
+        assert_eq!(s.frames_in, 100);
+        assert_eq!(s.frames_skipped, 66, "every third frame kept");
+        assert_eq!(s.frames_dropped, 34 - 4);
+        // The queue holds the newest frames.
+        let kept: Vec<f64> = rx.try_iter().map(|f| f.t_s).collect();
+        assert_eq!(kept.len(), 4);
+        assert!((kept[3] - 100.0 / 15.0).abs() < 1e-9, "{kept:?}");
+    }
+}

@@ -1,8 +1,8 @@
 //! Per-stage costs at realistic shapes, with the real models from the cache.
 //! Run: `cargo bench --bench stages`. Each group names the regression it guards.
 //! Whisper runs on real speech synthesised with espeak-ng (a tone makes it decode
-//! nothing, which is fast and meaningless). There is no vision stage yet (no camera
-//! view exists), so there is no per-frame vision bench.
+//! nothing, which is fast and meaningless). Vision runs on a real TV frame with a face
+//! from ../shared when present (else only the no-face path, on a test pattern).
 
 use std::hint::black_box;
 
@@ -114,9 +114,10 @@ fn benches(c: &mut Criterion) {
             b.iter(|| f.audio.predict(black_box(&feats.values)).unwrap())
         });
         c.bench_function("heads/fusion", |b| {
-            b.iter(|| f.fuse(Some(0.7), Some(0.4)).unwrap())
+            b.iter(|| f.fuse(Some(0.7), Some(0.4), None).unwrap())
         });
     }
+    vision_benches(c);
     // Guards: Whisper per 5 s and 10 s of speech (trimmed encoder), the dominant stage
     // of the one-shot path, and a 2 s streaming step with word times (what is left to
     // decode at the end of speech when streaming works).
@@ -144,3 +145,75 @@ fn benches(c: &mut Criterion) {
 
 criterion_group!(stages, benches);
 criterion_main!(stages);
+
+/// First frame of `path` (through the file source, as replays decode it).
+fn first_frame(path: &std::path::Path) -> Option<sarcasmd::video::VideoFrame> {
+    use sarcasmd::video::{FileVideoSource, FrameSource};
+    FileVideoSource::open(path, Default::default())
+        .ok()?
+        .next_frame()
+        .ok()?
+}
+
+fn vision_benches(c: &mut Criterion) {
+    use sarcasmd::models::{model_dir, ModelStore};
+    use sarcasmd::vision::{functionals, VisionModels};
+    let store = match ModelStore::new(model_dir(None), false) {
+        Ok(s) => s,
+        Err(e) => return eprintln!("SKIP vision benches: {e}"),
+    };
+    let models = match VisionModels::load(&store) {
+        Ok(m) => m,
+        Err(e) => return eprintln!("SKIP vision benches: {e}"),
+    };
+    let analyser = models.analyser(&Default::default());
+    let dir = tempfile::tempdir().unwrap();
+    let pattern = dir.path().join("pattern.mp4");
+    let made = std::process::Command::new("ffmpeg")
+        .args([
+            "-v",
+            "error",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc=size=426x240:rate=15:duration=1",
+        ])
+        .arg(&pattern)
+        .status()
+        .is_ok_and(|s| s.success());
+    let mut g = c.benchmark_group("vision");
+    g.sample_size(20);
+    // Guards: a frame without a face costs only the detector (~6 ms): an empty room
+    // must stay cheap.
+    if let Some(f) = made.then(|| first_frame(&pattern)).flatten() {
+        g.bench_function("frame_426x240_no_face", |b| {
+            b.iter(|| analyser.analyse(black_box(&f)).unwrap())
+        });
+    }
+    // Guards: a frame with a face: detector + face mesh + expression (~18 ms), the
+    // per-frame cost that `vision.analyse_fps` multiplies.
+    let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/data/speech/house_mustardpp_ext/video_240p/utterance/4_S01E01_003.mp4");
+    match first_frame(&clip) {
+        Some(f) if analyser.analyse(&f).unwrap().face.is_some() => {
+            g.bench_function("frame_426x240_face", |b| {
+                b.iter(|| analyser.analyse(black_box(&f)).unwrap())
+            });
+            // Guards: per utterance, functionals over 9 s at 5 fps (MuSAG's mean length).
+            let obs: Vec<_> = (0..45)
+                .map(|k| {
+                    let mut o = analyser.analyse(&f).unwrap();
+                    o.t_s = k as f64 * 0.2;
+                    o
+                })
+                .collect();
+            g.bench_function("functionals_9s_5fps", |b| {
+                b.iter(|| functionals(black_box(&obs)))
+            });
+        }
+        _ => eprintln!(
+            "SKIP vision/frame_426x240_face: no House clip with a face (../shared absent)"
+        ),
+    }
+    g.finish();
+}

@@ -16,6 +16,7 @@ use crate::sinks::captions::CaptionsConfig;
 use crate::sinks::http::HttpConfig;
 use crate::sinks::mqtt::MqttConfig;
 use crate::text::TextConfig;
+use crate::vision::VisionConfig;
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
@@ -72,6 +73,7 @@ pub struct Config {
     pub http: HttpConfig,
     pub mqtt: MqttConfig,
     pub budget: BudgetConfig,
+    pub vision: VisionConfig,
 }
 
 /// What the board promises; violations are counted and reported, not enforced.
@@ -272,6 +274,7 @@ impl Config {
             .map_err(|e| FieldError::new("prosody", e.to_string()))?;
         self.text.validate()?;
         self.fusion.validate()?;
+        self.vision.validate()?;
         if self.budget.event_latency_ms > 600_000 {
             return Err(FieldError::new(
                 "budget.event_latency_ms",

@@ -20,6 +20,8 @@ use crate::sinks::file::EventsFile;
 use crate::sinks::http::{HttpError, HttpServer, Hub};
 use crate::sinks::mqtt::{MqttError, MqttSink};
 use crate::sinks::SinkSet;
+use crate::video::{FileVideoOptions, FileVideoSource, FrameSource, VideoError, MAX_FPS};
+use crate::vision::VisionSourceConfig;
 
 #[derive(Debug, Error)]
 pub enum DaemonError {
@@ -59,6 +61,38 @@ impl DaemonError {
             DaemonError::Pipeline(PipelineError::Audio(_)) => EXIT_BAD_INPUT,
             DaemonError::Engine(_) => EXIT_MODELS,
             _ => 1,
+        }
+    }
+}
+
+/// Open the configured frame source. The camera is optional: when it cannot be opened
+/// the daemon says so and runs audio-only (`views.video` null, the metric
+/// `vision_source_failed` set) rather than refusing to start.
+pub fn open_frames(cfg: &Config, counters: &Counters) -> Option<Box<dyn FrameSource>> {
+    let opened: Result<Box<dyn FrameSource>, VideoError> = match &cfg.vision.source {
+        VisionSourceConfig::None => return None,
+        VisionSourceConfig::File { path, offset_s } => FileVideoSource::open(
+            path,
+            FileVideoOptions {
+                fps: MAX_FPS,
+                offset_s: *offset_s,
+            },
+        )
+        .map(|f| Box::new(f) as Box<dyn FrameSource>),
+        VisionSourceConfig::Camera { device } => Err(VideoError::Open {
+            what: format!("camera {}", device.as_deref().unwrap_or("(default)")),
+            reason: "this build has no camera support".into(),
+        }),
+    };
+    match opened {
+        Ok(f) => {
+            log::info!("frames: {}", f.describe());
+            Some(f)
+        }
+        Err(e) => {
+            counters.vision.source_failed.store(true, Ordering::Relaxed);
+            log::warn!("{e}; running audio-only (views.video null)");
+            None
         }
     }
 }
@@ -389,7 +423,8 @@ fn run_with_stop(
     ));
     let watchdog = service::Watchdog::start(outputs.counters.clone());
     let cpu0 = crate::resources::cpu_seconds();
-    let result = pipeline::run_stream(&engine, cfg, source, &mut sink, &opts);
+    let frames = open_frames(cfg, &outputs.counters);
+    let result = pipeline::run_stream_av(&engine, cfg, source, frames, &mut sink, &opts);
     drop(watchdog);
     let stream_cpu_s = crate::resources::cpu_seconds() - cpu0;
     ticker_done.store(true, Ordering::Relaxed);

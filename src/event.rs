@@ -12,7 +12,8 @@ use crate::asr::AsrSegment;
 pub struct Views {
     pub text: Option<f32>,
     pub audio: Option<f32>,
-    /// Always null until a camera/vision view exists; never a made-up score.
+    /// Null without a frame source, or when no analysed frame of the utterance showed
+    /// a face; never a made-up score.
     pub video: Option<f32>,
 }
 
@@ -25,6 +26,8 @@ pub struct LatencyMs {
     pub asr: f64,
     pub text: f64,
     pub audio: f64,
+    /// Vision functionals and head (frames were analysed while the person spoke).
+    pub video: f64,
     pub fusion: f64,
     /// End of speech to event ready: endpoint + queue + all stages.
     pub total: f64,
@@ -52,6 +55,7 @@ impl LatencyMs {
 pub struct ReadyMs {
     pub audio: Option<f64>,
     pub text: Option<f64>,
+    pub video: Option<f64>,
     pub fused: f64,
 }
 
@@ -89,6 +93,8 @@ pub struct UtteranceEvent {
 pub struct UtteranceFeatures {
     pub text_embedding: Option<Vec<f32>>,
     pub prosody: Vec<f32>,
+    /// Vision functionals (`vision::functional_names`), null without a face.
+    pub vision: Option<Vec<f32>>,
 }
 
 /// Interim text of the utterance still being spoken (`asr.interim_every_ms`). The final
@@ -109,8 +115,26 @@ pub struct PartialEvent {
 }
 
 /// Where events go. Implementations must write whole lines or nothing.
+/// An interval a live source lost (device unplugged or stalled, then back). Speech in
+/// it was never heard, so no utterance event covers it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GapEvent {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// `audio` or `video`.
+    pub source: &'static str,
+    /// Stream time where the loss started, and how long it lasted (wall clock).
+    pub start_s: f64,
+    pub end_s: f64,
+    pub reason: String,
+}
+
 pub trait EventSink {
     fn write(&mut self, ev: &UtteranceEvent) -> std::io::Result<()>;
+    /// A lost interval of a live source; sinks that only want utterances ignore it.
+    fn gap(&mut self, _g: &GapEvent) -> std::io::Result<()> {
+        Ok(())
+    }
     /// Interim text; sinks that only want final results ignore it.
     fn partial(&mut self, _p: &PartialEvent) -> std::io::Result<()> {
         Ok(())
@@ -160,6 +184,9 @@ impl<W: Write> EventSink for JsonLinesSink<W> {
         }
         Ok(())
     }
+    fn gap(&mut self, g: &GapEvent) -> std::io::Result<()> {
+        self.write_line(g)
+    }
     fn flush(&mut self) -> std::io::Result<()> {
         self.out.flush()
     }
@@ -167,11 +194,19 @@ impl<W: Write> EventSink for JsonLinesSink<W> {
 
 /// Collects events in memory (tests, `features`, `eval`).
 #[derive(Default)]
-pub struct VecSink(pub Vec<UtteranceEvent>, pub Vec<PartialEvent>);
+pub struct VecSink(
+    pub Vec<UtteranceEvent>,
+    pub Vec<PartialEvent>,
+    pub Vec<GapEvent>,
+);
 
 impl EventSink for VecSink {
     fn write(&mut self, ev: &UtteranceEvent) -> std::io::Result<()> {
         self.0.push(ev.clone());
+        Ok(())
+    }
+    fn gap(&mut self, g: &GapEvent) -> std::io::Result<()> {
+        self.2.push(g.clone());
         Ok(())
     }
     fn partial(&mut self, p: &PartialEvent) -> std::io::Result<()> {

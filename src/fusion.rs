@@ -17,7 +17,9 @@ use crate::onnx::{self, InputSpec, OnnxError, Runnable};
 
 /// Feature versions this build produces.
 pub const TEXT_FEATURE_VERSION: &str = "usem3-512-v1";
-pub const FUSION_FEATURE_VERSION: &str = "late-logits-v1";
+/// Fusion input: `[logit p_text, logit p_audio, logit p_video, has_text, has_video]`,
+/// an absent view's logit being 0 with its flag 0.
+pub const FUSION_FEATURE_VERSION: &str = "late-logits-masked-v2";
 
 /// Default head directory: the repo's `models/heads` (installed packages put them
 /// next to the binary and point `fusion.heads_dir` there).
@@ -200,6 +202,8 @@ impl Head {
 pub struct Fusion {
     pub text: Option<Head>,
     pub audio: Head,
+    /// Loaded when a frame source is configured.
+    pub video: Option<Head>,
     pub fused: Head,
     pub threshold: f32,
 }
@@ -210,7 +214,7 @@ fn logit(p: f32) -> f32 {
 }
 
 impl Fusion {
-    pub fn load(cfg: &FusionConfig, with_text: bool) -> Result<Self, HeadError> {
+    pub fn load(cfg: &FusionConfig, with_text: bool, with_video: bool) -> Result<Self, HeadError> {
         let dir = cfg.heads_dir();
         let text = if with_text {
             Some(Head::load(&dir, "text_head", TEXT_FEATURE_VERSION)?)
@@ -218,28 +222,50 @@ impl Fusion {
             None
         };
         let audio = Head::load(&dir, "audio_head", crate::prosody::PROSODY_FEATURE_VERSION)?;
+        let video = if with_video {
+            Some(Head::load(
+                &dir,
+                "video_head",
+                crate::vision::VISION_FEATURE_VERSION,
+            )?)
+        } else {
+            None
+        };
         let fused = Head::load(&dir, "fusion_head", FUSION_FEATURE_VERSION)?;
         Ok(Self {
             text,
             audio,
+            video,
             fused,
             threshold: cfg.threshold,
         })
     }
 
-    /// Late fusion over the views that are present. With one view missing (no speech
-    /// recognised, text view off) the fused score is the other view's score: a fused
-    /// head must not be fed a made-up value for an absent view.
+    /// Late fusion over the views that are present. The fused head was trained with
+    /// views masked out (logit 0, flag 0), so any two or three views go through it; a
+    /// single view's score is passed through unchanged, and an absent view is never
+    /// given a made-up score.
     pub fn fuse(
         &self,
         p_text: Option<f32>,
         p_audio: Option<f32>,
+        p_video: Option<f32>,
     ) -> Result<Option<f32>, HeadError> {
-        match (p_text, p_audio) {
-            (Some(t), Some(a)) => self.fused.predict(&[logit(t), logit(a)]).map(Some),
-            (Some(t), None) => Ok(Some(t)),
-            (None, Some(a)) => Ok(Some(a)),
-            (None, None) => Ok(None),
+        let present = [p_text, p_audio, p_video];
+        match present.iter().flatten().count() {
+            0 => return Ok(None),
+            1 => return Ok(present.into_iter().flatten().next()),
+            _ => {}
         }
+        let l = |p: Option<f32>| p.map_or(0.0, logit);
+        let flag = |p: Option<f32>| if p.is_some() { 1.0 } else { 0.0 };
+        let x = [
+            l(p_text),
+            l(p_audio),
+            l(p_video),
+            flag(p_text),
+            flag(p_video),
+        ];
+        self.fused.predict(&x).map(Some)
     }
 }

@@ -17,6 +17,7 @@ use sarcasmd::event::VecSink;
 use sarcasmd::manifest::Manifest;
 use sarcasmd::models::{self, ModelStore};
 use sarcasmd::pipeline::{self, Engine, RunOptions, RunStats};
+use sarcasmd::video::{FileVideoOptions, FileVideoSource, FrameSource};
 use sarcasmd::{prosody, resources};
 
 #[derive(Parser)]
@@ -66,6 +67,9 @@ enum Cmd {
         /// when the pipeline falls behind, drop and count instead of waiting.
         #[arg(long)]
         live: bool,
+        /// A video file recorded with the audio (same start): adds the vision view.
+        #[arg(long)]
+        video: Option<PathBuf>,
     },
     /// Check a config file; no side effects.
     Validate { file: PathBuf },
@@ -192,6 +196,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             model,
             language,
             live,
+            video,
         } => {
             let mut cfg = match &config {
                 Some(p) => Config::load(p).map_err(DaemonError::from)?,
@@ -210,6 +215,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             };
             if let Some(e) = events {
                 cfg.output.events = e;
+            }
+            if let Some(path) = video {
+                cfg.vision.source = sarcasmd::vision::VisionSourceConfig::File {
+                    path,
+                    offset_s: 0.0,
+                };
             }
             if let Some(m) = model {
                 cfg.asr.model = m;
@@ -395,6 +406,8 @@ struct FeatureUtt {
     p_audio: Option<f32>,
     prosody: Vec<f32>,
     text_embedding: Option<Vec<f32>>,
+    /// Vision functionals when the item has video and a face was seen.
+    vision: Option<Vec<f32>>,
 }
 
 fn bench(
@@ -435,8 +448,9 @@ fn features(manifest: &Path, out: &Path, config: Option<&Path>) -> anyhow::Resul
         Some(p) => Config::load(p).map_err(DaemonError::from)?,
         None => Config::default(),
     };
-    let engine = Engine::load_for_features(&cfg).map_err(DaemonError::from)?;
     let items = Manifest::load(manifest).map_err(DaemonError::from)?.items;
+    let with_video = items.iter().any(|it| it.video.is_some());
+    let engine = Engine::load_for_features(&cfg, with_video).map_err(DaemonError::from)?;
     let mut w = BufWriter::new(std::fs::File::create(out)?);
     let opts = RunOptions {
         with_features: true,
@@ -452,8 +466,19 @@ fn features(manifest: &Path, out: &Path, config: Option<&Path>) -> anyhow::Resul
             }
         };
         let audio_s = src.info().duration_s();
+        // The item's video starts with its audio; frames take the camera's path.
+        let frames = match &it.video {
+            Some(v) => match FileVideoSource::open(v, FileVideoOptions::default()) {
+                Ok(f) => Some(Box::new(f) as Box<dyn FrameSource>),
+                Err(e) => {
+                    log::warn!("{}: video skipped: {e}", it.id);
+                    None
+                }
+            },
+            None => None,
+        };
         let mut sink = VecSink::default();
-        pipeline::run_stream(&engine, &cfg, Box::new(src), &mut sink, &opts)
+        pipeline::run_stream_av(&engine, &cfg, Box::new(src), frames, &mut sink, &opts)
             .with_context(|| format!("item {}", it.id))?;
         let utterances = sink
             .0
@@ -470,6 +495,7 @@ fn features(manifest: &Path, out: &Path, config: Option<&Path>) -> anyhow::Resul
                     p_audio: e.views.audio,
                     prosody: f.prosody,
                     text_embedding: f.text_embedding,
+                    vision: f.vision,
                 }
             })
             .collect();

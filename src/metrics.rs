@@ -291,6 +291,56 @@ impl Collector for LiveCollector {
                     "mqtt_offline_queue_full",
                     mqtt.as_ref().map_or(0.0, |m| m.dropped_queue_full as f64),
                 ),
+                ("frame_queue_full", get(&c.vision.frames_dropped) as f64),
+            ],
+        )?;
+        let v = &c.vision;
+        family(
+            &mut enc,
+            "vision_frames",
+            "Video frames by fate: received, skipped to stay within vision.analyse_fps, analysed, analysed with a face (queue drops are in dropped_events)",
+            MetricType::Counter,
+            "fate",
+            &[
+                ("received", get(&v.frames_in) as f64),
+                ("skipped_rate", get(&v.frames_skipped) as f64),
+                ("analysed", get(&v.frames_analysed) as f64),
+                ("with_face", get(&v.frames_with_face) as f64),
+            ],
+        )?;
+        counter(
+            &mut enc,
+            "source_gaps",
+            "Intervals a live source lost (device unplugged or stalled) and got back; each also emits a `gap` event",
+            get(&c.source_gaps),
+        )?;
+        counter(
+            &mut enc,
+            "source_gap_seconds",
+            "Total length of the lost intervals, in seconds (whole milliseconds)",
+            get(&c.source_gap_ms) as f64 / 1e3,
+        )?;
+        counter(
+            &mut enc,
+            "utterances_without_face",
+            "Utterances with a frame source whose video view is null: no analysed frame showed a face",
+            get(&v.utterances_without_face),
+        )?;
+        family(
+            &mut enc,
+            "vision_source",
+            "Frame source state: running, or failed (the stream then runs audio-only)",
+            MetricType::Gauge,
+            "state",
+            &[
+                (
+                    "running",
+                    v.source_running.load(Ordering::Relaxed) as u8 as f64,
+                ),
+                (
+                    "failed",
+                    v.source_failed.load(Ordering::Relaxed) as u8 as f64,
+                ),
             ],
         )?;
         family(

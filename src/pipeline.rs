@@ -45,7 +45,7 @@ use crate::audio::{AudioError, AudioSource, PIPELINE_RATE_HZ};
 use crate::config::Config;
 use crate::context::{ContextStore, ContextTranscript};
 use crate::event::{
-    EventSink, LatencyMs, PartialEvent, ReadyMs, UtteranceEvent, UtteranceFeatures, Views,
+    EventSink, GapEvent, LatencyMs, PartialEvent, ReadyMs, UtteranceEvent, UtteranceFeatures, Views,
 };
 use crate::fusion::{Fusion, HeadError};
 use crate::models::{ModelError, ModelStore};
@@ -53,6 +53,9 @@ use crate::prosody::{self, FrameExtractor, ProsodyError};
 use crate::segment::{EndpointEvent, Endpointer, Span, VadError, VadModel, VAD_CHUNK};
 use crate::streaming::StreamingAsr;
 use crate::text::{TextEncoder, TextError};
+use crate::video::FrameSource;
+use crate::vision::stream::{self as vstream, VisionCounters, VisionStats, VisionTimeline};
+use crate::vision::{VisionError, VisionModels};
 
 const RATE: f64 = PIPELINE_RATE_HZ as f64;
 
@@ -68,6 +71,8 @@ pub enum EngineError {
     Text(#[from] TextError),
     #[error(transparent)]
     Head(#[from] HeadError),
+    #[error(transparent)]
+    Vision(#[from] VisionError),
 }
 
 #[derive(Debug, Error)]
@@ -98,21 +103,24 @@ pub struct Engine {
     /// `None` only for feature extraction (`sarcasmd features`), which runs before any
     /// head exists; the daemon always loads heads.
     pub fusion: Option<Fusion>,
+    /// Loaded when a frame source is configured (and for feature extraction).
+    pub vision: Option<VisionModels>,
     pub models: BTreeMap<String, String>,
     pub load_ms: f64,
 }
 
 impl Engine {
     pub fn load(cfg: &Config) -> Result<Self, EngineError> {
-        Self::load_inner(cfg, true)
+        Self::load_inner(cfg, true, cfg.vision.enabled())
     }
 
-    /// Models without the trained heads: for computing training features.
-    pub fn load_for_features(cfg: &Config) -> Result<Self, EngineError> {
-        Self::load_inner(cfg, false)
+    /// Models without the trained heads: for computing training features. The vision
+    /// models load when `with_vision` (a manifest with video).
+    pub fn load_for_features(cfg: &Config, with_vision: bool) -> Result<Self, EngineError> {
+        Self::load_inner(cfg, false, with_vision)
     }
 
-    fn load_inner(cfg: &Config, with_heads: bool) -> Result<Self, EngineError> {
+    fn load_inner(cfg: &Config, with_heads: bool, with_vision: bool) -> Result<Self, EngineError> {
         let t0 = Instant::now();
         let store = ModelStore::new(
             crate::models::model_dir(cfg.models.dir.as_deref()),
@@ -143,12 +151,29 @@ impl Engine {
         } else {
             None
         };
+        let vision = if with_vision {
+            let v = VisionModels::load(&store)?;
+            for (k, name) in [
+                ("face_detector", crate::vision::DETECTOR_MODEL),
+                ("face_landmarks", crate::vision::LANDMARK_MODEL),
+                ("expression", crate::vision::EXPRESSION_MODEL),
+            ] {
+                let f = store.get(name)?;
+                models.insert(k.into(), format!("{name}@{}", short(&f.sha256)));
+            }
+            Some(v)
+        } else {
+            None
+        };
         let fusion = if with_heads {
-            let f = Fusion::load(&cfg.fusion, cfg.text.enabled)?;
+            let f = Fusion::load(&cfg.fusion, cfg.text.enabled, with_vision)?;
             if let Some(h) = &f.text {
                 models.insert("text_head".into(), h.label());
             }
             models.insert("audio_head".into(), f.audio.label());
+            if let Some(h) = &f.video {
+                models.insert("video_head".into(), h.label());
+            }
             models.insert("fusion_head".into(), f.fused.label());
             Some(f)
         } else {
@@ -160,6 +185,7 @@ impl Engine {
             asr,
             text,
             fusion,
+            vision,
             models,
             load_ms: t0.elapsed().as_secs_f64() * 1e3,
         })
@@ -200,6 +226,10 @@ pub struct Counters {
     /// Events file writes that failed, and lines dropped from its full backlog.
     pub events_file_errors: AtomicU64,
     pub events_file_dropped: AtomicU64,
+    pub vision: VisionCounters,
+    /// Intervals a live source lost (device gone or stalled) and their total length.
+    pub source_gaps: AtomicU64,
+    pub source_gap_ms: AtomicU64,
     /// Liveness marks for the systemd watchdog.
     pub heartbeat: crate::service::Heartbeat,
 }
@@ -243,7 +273,11 @@ pub struct RunStats {
     pub stages: BTreeMap<String, StageSummary>,
     /// Events whose end-of-speech -> event latency exceeded `budget.event_latency_ms`.
     pub budget_violations: u64,
+    /// Intervals a live source lost, and their total length in seconds.
+    pub source_gaps: u64,
+    pub source_gap_s: f64,
     pub streaming: StreamingStats,
+    pub vision: VisionStats,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -284,7 +318,12 @@ impl Default for RunOptions {
 enum Emitted {
     Utterance(Box<UtteranceEvent>),
     Partial(PartialEvent),
+    Gap(GapEvent),
 }
+
+/// Longest outage filled with silence to keep the stream clock on wall time. Beyond
+/// it the clock simply skips ahead by less: minutes of zeros would only cost VAD time.
+const MAX_GAP_FILL_S: f64 = 60.0;
 
 /// Audio of the utterance in progress, for an interim decode.
 struct InterimRequest {
@@ -331,6 +370,20 @@ pub fn run_stream(
     sink: &mut dyn EventSink,
     opts: &RunOptions,
 ) -> Result<RunStats, PipelineError> {
+    run_stream_av(engine, cfg, source, None, sink, opts)
+}
+
+/// [`run_stream`] with frames from a camera or video file for the vision view. Frames
+/// are stamped on the stream clock; without frames (or when the frame source fails)
+/// the stream runs audio-only and `views.video` stays null.
+pub fn run_stream_av(
+    engine: &Engine,
+    cfg: &Config,
+    source: Box<dyn AudioSource>,
+    frames: Option<Box<dyn FrameSource>>,
+    sink: &mut dyn EventSink,
+    opts: &RunOptions,
+) -> Result<RunStats, PipelineError> {
     let t0 = Instant::now();
     let counters = opts.counters.clone();
     let seg = &cfg.segment;
@@ -369,7 +422,76 @@ pub fn run_stream(
     // longer drain (a file source would otherwise wait forever for ring space).
     let abort = Arc::new(AtomicBool::new(false));
     let mut stages: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    // Vision: only with both a frame source and the models.
+    let vision = match (frames, &engine.vision) {
+        (Some(f), Some(m)) => Some((f, m.analyser(&cfg.vision))),
+        (Some(f), None) => {
+            log::warn!(
+                "{}: vision models are not loaded (vision.source is `none`); running audio-only",
+                f.describe()
+            );
+            None
+        }
+        _ => None,
+    };
+    let vision_on = vision.is_some();
+    let frames_live = vision.as_ref().is_some_and(|(f, _)| f.is_live());
+    // Frames are kept as long as audio is (plus the context) so every utterance
+    // still finds its frames when it is analysed.
+    let timeline = VisionTimeline::new(audio_keep_s + cfg.context.seconds as f64);
+    // Set when the audio side is finished: the frame reader then stops too.
+    let audio_finished = AtomicBool::new(false);
     let result = std::thread::scope(|s| -> Result<(), PipelineError> {
+        // --- vision threads: frame reader -> bounded queue -> analyser --------------
+        if let Some((frame_source, analyser)) = vision {
+            let (frame_tx, frame_rx) = bounded(cfg.vision.frame_queue);
+            let oldest = frame_rx.clone();
+            let vc = &counters.vision;
+            let fps = cfg.vision.analyse_fps;
+            let pacing = (opts.realtime && !frame_source.is_live())
+                .then_some(vstream::Pacing { started: t0 });
+            let stop = opts.stop.clone();
+            let (abort, audio_finished, timeline) = (&abort, &audio_finished, &timeline);
+            std::thread::Builder::new()
+                .name("frames".into())
+                .spawn_scoped(s, move || {
+                    let what = frame_source.describe();
+                    let halted = || {
+                        stop.load(Ordering::Relaxed)
+                            || abort.load(Ordering::Relaxed)
+                            || audio_finished.load(Ordering::Relaxed)
+                    };
+                    let r = vstream::read_frames(
+                        frame_source,
+                        fps,
+                        frame_tx,
+                        oldest,
+                        vc,
+                        pacing,
+                        &halted,
+                    );
+                    if let Err(e) = r {
+                        vc.source_failed.store(true, Ordering::Relaxed);
+                        log::warn!("{e}; the stream continues audio-only (views.video null)");
+                    } else if !halted() {
+                        log::debug!("{what}: no more frames; later utterances have no video view");
+                    }
+                })
+                .expect("spawn frames thread");
+            std::thread::Builder::new()
+                .name("vision".into())
+                .spawn_scoped(s, move || {
+                    if let Err(e) = vstream::analyse_frames(&analyser, frame_rx, timeline, vc) {
+                        vc.source_failed.store(true, Ordering::Relaxed);
+                        log::warn!("vision stage stopped: {e}; the stream continues audio-only");
+                    }
+                    timeline.end();
+                })
+                .expect("spawn vision thread");
+        } else {
+            timeline.end();
+        }
+
         // --- source thread ---------------------------------------------------------
         let src_counters = counters.clone();
         let src_done = source_done.clone();
@@ -377,6 +499,7 @@ pub fn run_stream(
         let src_abort = abort.clone();
         let halted = move || stop.load(Ordering::Relaxed) || src_abort.load(Ordering::Relaxed);
         let realtime = opts.realtime;
+        let gap_tx = ev_tx.clone();
         let source_h = std::thread::Builder::new()
             .name("source".into())
             .spawn_scoped(s, move || -> Result<(), AudioError> {
@@ -410,6 +533,47 @@ pub fn run_stream(
                             }
                         }
                         pushed += buf.len() as u64;
+                        if let Some(gap) = source.take_gap() {
+                            // Silence for the lost interval keeps the audio clock on
+                            // wall time, so camera frames still line up after it.
+                            let fill = (gap.duration_s.min(MAX_GAP_FILL_S) * RATE) as usize;
+                            log::warn!(
+                                "{}: lost {:.1} s of audio at {:.1} s: {}",
+                                source.describe(),
+                                gap.duration_s,
+                                gap.start_s,
+                                gap.reason
+                            );
+                            src_counters.source_gaps.fetch_add(1, Ordering::Relaxed);
+                            src_counters
+                                .source_gap_ms
+                                .fetch_add((gap.duration_s * 1e3) as u64, Ordering::Relaxed);
+                            let zeros = vec![0.0f32; 4096];
+                            let mut left = fill;
+                            while left > 0 && !halted() {
+                                let n = prod.push_slice(&zeros[..left.min(zeros.len())]);
+                                if n == 0 {
+                                    std::thread::sleep(Duration::from_millis(2));
+                                }
+                                left -= n;
+                            }
+                            pushed += fill as u64;
+                            src_counters
+                                .samples_in
+                                .fetch_add(fill as u64, Ordering::Relaxed);
+                            let ev = Emitted::Gap(GapEvent {
+                                kind: "gap",
+                                source: "audio",
+                                start_s: round3(gap.start_s),
+                                end_s: round3(gap.start_s + gap.duration_s),
+                                reason: gap.reason,
+                            });
+                            // Rare and small: wait briefly for room rather than lose it;
+                            // the counters above record the gap either way.
+                            if gap_tx.send_timeout(ev, Duration::from_millis(200)).is_err() {
+                                log::warn!("gap event not delivered: event queue full");
+                            }
+                        }
                         if realtime {
                             let due = Duration::from_secs_f64(pushed as f64 / RATE);
                             if let Some(wait) = due.checked_sub(started.elapsed()) {
@@ -600,6 +764,8 @@ pub fn run_stream(
         let an_cfg = cfg.clone();
         let with_features = opts.with_features;
         let an_abort = abort.clone();
+        let an_timeline = &timeline;
+        let an_audio_finished = &audio_finished;
         let an_ev_tx = ev_tx.clone();
         let partials_on = interim_on;
         let an_sentence_end = sentence_end_at.clone();
@@ -663,6 +829,12 @@ pub fn run_stream(
                             with_features,
                             backlog,
                             &an_counters,
+                            VideoInput {
+                                timeline: vision_on.then_some(an_timeline),
+                                live: frames_live,
+                                analyse_fps: an_cfg.vision.analyse_fps,
+                                halted: &an_abort,
+                            },
                         );
                         an_counters.heartbeat.analysing(false);
                         let ev = ev?;
@@ -680,6 +852,7 @@ pub fn run_stream(
                 if r.is_err() {
                     an_abort.store(true, Ordering::Relaxed);
                 }
+                an_audio_finished.store(true, Ordering::Relaxed);
                 r
             })
             .expect("spawn analyser thread");
@@ -693,6 +866,15 @@ pub fn run_stream(
                 .store(ev_rx.len() as u64, Ordering::Relaxed);
             let ev = match emitted {
                 Emitted::Utterance(ev) => ev,
+                Emitted::Gap(g) => {
+                    if sink_err.is_none() {
+                        if let Err(e) = sink.gap(&g) {
+                            abort.store(true, Ordering::Relaxed);
+                            sink_err = Some(e);
+                        }
+                    }
+                    continue;
+                }
                 Emitted::Partial(p) => {
                     // The final event of this utterance already went out.
                     if last_final.is_some_and(|l| p.id <= l) {
@@ -781,6 +963,12 @@ pub fn run_stream(
         "events_file_backlog_full".into(),
         c.events_file_dropped.load(Ordering::Relaxed),
     );
+    if vision_on {
+        dropped.insert(
+            "frames_queue_full".into(),
+            c.vision.frames_dropped.load(Ordering::Relaxed),
+        );
+    }
     if interim_on {
         for (k, v) in [
             ("partials_asr_busy", &c.partials_skipped_busy),
@@ -798,6 +986,9 @@ pub fn run_stream(
         too_short: c.too_short.load(Ordering::Relaxed),
         budget_violations: c.budget_violations.load(Ordering::Relaxed),
         partials: c.partials.load(Ordering::Relaxed),
+        vision: c.vision.stats(vision_on),
+        source_gaps: c.source_gaps.load(Ordering::Relaxed),
+        source_gap_s: c.source_gap_ms.load(Ordering::Relaxed) as f64 / 1e3,
         streaming: StreamingStats {
             enabled: streaming,
             steps: c.stream_steps.load(Ordering::Relaxed),
@@ -1124,6 +1315,27 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
+/// Where the analyser finds an utterance's frames.
+struct VideoInput<'a> {
+    timeline: Option<&'a VisionTimeline>,
+    /// A camera: wait at most about one analysis period for the frames of the
+    /// utterance's end; a file: wait until they are analysed (deterministic replays).
+    live: bool,
+    analyse_fps: f32,
+    halted: &'a AtomicBool,
+}
+
+impl VideoInput<'_> {
+    /// Vision functionals over the utterance's frames; `None` without a face.
+    fn functionals(&self, start_s: f64, end_s: f64) -> Option<Vec<f32>> {
+        let tl = self.timeline?;
+        let wait = self
+            .live
+            .then(|| Duration::from_secs_f64(1.5 / self.analyse_fps as f64));
+        crate::vision::functionals(&tl.window(start_s, end_s, wait, self.halted))
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn analyse(
     engine: &Engine,
@@ -1135,6 +1347,7 @@ fn analyse(
     with_features: bool,
     backlog: usize,
     counters: &Counters,
+    video: VideoInput,
 ) -> Result<UtteranceEvent, PipelineError> {
     let queue = ms_since(utt.endpoint_at);
     let start_s = utt.span.speech_start as f64 / RATE;
@@ -1161,6 +1374,26 @@ fn analyse(
     };
     let audio_ms = ms_since(t);
     let audio_ready = since_speech_end(Instant::now());
+
+    // The video view: frames were analysed while the person spoke, so only the
+    // functionals and the head remain.
+    let t = Instant::now();
+    let vision_functionals = video.functionals(start_s, end_s);
+    if video.timeline.is_some() && vision_functionals.is_none() {
+        counters
+            .vision
+            .utterances_without_face
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    let p_video = match (
+        engine.fusion.as_ref().and_then(|f| f.video.as_ref()),
+        &vision_functionals,
+    ) {
+        (Some(head), Some(v)) => Some(head.predict(v)?),
+        _ => None,
+    };
+    let video_ms = ms_since(t);
+    let video_ready = p_video.map(|_| since_speech_end(Instant::now()));
 
     let shed_over = cfg.budget.shed_text_over_ms as f64 / 1e3;
     // Behind: more utterances wait, or this one already waited past the latency budget.
@@ -1227,7 +1460,10 @@ fn analyse(
     // Without heads (feature extraction only) there is no score: NaN serialises as null
     // and never reaches a user-facing sink, since the daemon always loads heads.
     let (p, threshold) = match &engine.fusion {
-        Some(f) => (f.fuse(p_text, p_audio)?.unwrap_or(f32::NAN), f.threshold),
+        Some(f) => (
+            f.fuse(p_text, p_audio, p_video)?.unwrap_or(f32::NAN),
+            f.threshold,
+        ),
         None => (f32::NAN, f32::NAN),
     };
     let fusion_ms = ms_since(t);
@@ -1255,7 +1491,7 @@ fn analyse(
         views: Views {
             text: p_text,
             audio: p_audio,
-            video: None,
+            video: p_video,
         },
         latency_ms: LatencyMs {
             endpoint: round3(endpoint),
@@ -1263,11 +1499,13 @@ fn analyse(
             asr: round3(asr_ms),
             text: round3(text_ms),
             audio: round3(audio_ms),
+            video: round3(video_ms),
             fusion: round3(fusion_ms),
             total: round3(endpoint + processing),
         },
         ready_ms: ReadyMs {
             audio: p_audio.map(|_| round3(audio_ready)),
+            video: video_ready.map(round3),
             text: text_ready.map(round3),
             fused: round3(endpoint + processing),
         },
@@ -1283,6 +1521,7 @@ fn analyse(
         features: with_features.then_some(UtteranceFeatures {
             text_embedding: embedding,
             prosody: functionals.values,
+            vision: vision_functionals,
         }),
     })
 }

@@ -75,7 +75,8 @@ def speech(data_dir):
             ep = r["key"].split("_")[1]  # S01E01: clips of one episode share scenes
             rows.append({"id": f"house:{r['key']}", "text": r["utterance"], "label": int(r["sarcasm"]),
                          "source": "house", "group": f"house:{ep}",
-                         "audio": os.path.abspath(os.path.join(base, r["audio"]))})
+                         "audio": os.path.abspath(os.path.join(base, r["audio"])),
+                         "video": os.path.abspath(os.path.join(base, r["video"])) if r.get("video") else None})
     base = os.path.join(data_dir, "speech", "mustardpp_samples")
     with open(os.path.join(base, "labels.csv"), encoding="utf-8") as f:
         for r in csv.DictReader(f):

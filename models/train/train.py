@@ -13,6 +13,9 @@ Splits (stated in models/heads/REPORT.md as well):
   Audio and fusion heads: 5-fold StratifiedGroupKFold (seed 13), groups = House episode
   or clip; the figures reported are out-of-fold. The shipped audio/fusion heads are then
   refit on all clips.
+- Video head: the House clips whose video shows a face (the MUStARD++ samples have no
+  video), same folds. Fusion: late fusion over [logit T, logit A, logit V, has T,
+  has V], trained with views masked out so it serves any subset of views.
 """
 import argparse
 import datetime
@@ -36,7 +39,8 @@ from metrics import baselines, prf, row  # noqa: E402
 SEED = 13
 CLIP_SD = 4.0
 TEXT_FEATURE_VERSION = "usem3-512-v1"
-FUSION_FEATURE_VERSION = "late-logits-v1"
+FUSION_FEATURE_VERSION = "late-logits-masked-v2"
+VIDEO_VIEWS = ["T", "A", "V"]
 
 
 def sh(cmd):
@@ -146,6 +150,7 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--prosody-version", required=True)
+    ap.add_argument("--vision-version", required=True)
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     os.makedirs(a.out, exist_ok=True)
@@ -184,13 +189,13 @@ def main():
 
     # --- speech clips: features by the live pipeline ---------------------------------
     man = os.path.join(a.work, "speech.manifest.jsonl")
-    data.write_jsonl(man, [{"id": r["id"], "audio": r["audio"]} for r in speech])
+    data.write_jsonl(man, [{k: r[k] for k in ("id", "audio", "video") if r.get(k)} for r in speech])
     feats_path = os.path.join(a.work, "speech.features.jsonl")
     cfg = os.path.join(os.path.dirname(__file__), "features.toml")
     sh([a.bin, "features", "--manifest", man, "--out", feats_path, "--config", cfg])
     feats = {r["id"]: r for r in data.read_jsonl(feats_path)}
 
-    have, asr_rows, P = [], [], []
+    have, asr_rows, P, V = [], [], [], []
     n_multi = n_none = 0
     for r in speech:
         f = feats.get(r["id"])
@@ -203,7 +208,10 @@ def main():
         have.append(r)
         asr_rows.append({"id": r["id"], "text": " ".join(u["transcript"] for u in utts).strip()})
         P.append(longest["prosody"])
+        V.append(longest.get("vision"))
     P = np.array(P, dtype=np.float32)
+    has_v = np.array([v is not None for v in V])
+    n_video = sum(1 for r in have if r.get("video"))
     y = np.array([r["label"] for r in have])
     groups = np.array([r["group"] for r in have])
     print(f"speech clips: {len(have)} with speech, {n_none} without any utterance, {n_multi} split into several", file=sys.stderr)
@@ -220,24 +228,77 @@ def main():
     for tr, te in outer.split(P, y, groups):
         C = choose_C(P[tr], y[tr], groups[tr], C_grid)
         p_audio[te] = predict(fit_lr(P[tr], y[tr], C), P[te])
-    Z = np.column_stack([logit(p_text_asr), logit(p_audio)])
+    # Video view: clips with a face only; the same outer folds.
+    Vx = np.array([v for v in V if v is not None], dtype=np.float32)
+    vi = np.flatnonzero(has_v)
+    p_video = np.full(len(y), np.nan)
     for tr, te in outer.split(P, y, groups):
-        fm = fit_lr(Z[tr], y[tr], 1.0)
-        p_fused[te] = predict(fm, Z[te])
-    # Live rule: no transcript -> the fused score is the audio score.
-    p_fused = np.where(empty_asr, p_audio, p_fused)
+        tr_v, te_v = np.intersect1d(tr, vi), np.intersect1d(te, vi)
+        if len(te_v) == 0:
+            continue
+        pos = lambda idx: np.searchsorted(vi, idx)
+        C = choose_C(Vx[pos(tr_v)], y[tr_v], groups[tr_v], C_grid)
+        p_video[te_v] = predict(fit_lr(Vx[pos(tr_v)], y[tr_v], C), Vx[pos(te_v)])
+
+    def fusion_rows(pt, pa, pv, t_on, v_on):
+        """[logit T, logit A, logit V, has T, has V]; absent views are 0 with flag 0."""
+        lt = np.where(t_on, logit(pt), 0.0); lv = np.where(v_on, logit(np.nan_to_num(pv, nan=0.5)), 0.0)
+        return np.column_stack([lt, logit(pa), lv, t_on.astype(float), v_on.astype(float)])
+
+    def augmented(idx):
+        """Training rows with every view mask the daemon can meet (audio is always there)."""
+        t_on, v_on = ~empty_asr[idx], has_v[idx]
+        Zs, ys = [], []
+        for mt, mv in [(t_on, v_on), (np.zeros_like(t_on), v_on), (t_on, np.zeros_like(v_on))]:
+            Zs.append(fusion_rows(p_text_asr[idx], p_audio[idx], p_video[idx], mt, mv)); ys.append(y[idx])
+        return np.vstack(Zs), np.concatenate(ys)
+
+    def live_fused(model, idx, t_on, v_on):
+        """What the daemon outputs: one view alone passes through, else the fused head."""
+        z = fusion_rows(p_text_asr[idx], p_audio[idx], p_video[idx], t_on, v_on)
+        p = predict(model, z)
+        return np.where(~t_on & ~v_on, p_audio[idx], p)
+
+    p_fused = np.zeros(len(y))
+    combos = {k: np.zeros(len(y)) for k in ["T+A", "T+V", "A+V", "T+A+V"]}
+    for tr, te in outer.split(P, y, groups):
+        fm = fit_lr(*augmented(tr), 1.0)
+        p_fused[te] = live_fused(fm, te, ~empty_asr[te], has_v[te])
+        # Per-combination late fusion on the same folds (MuSAG's table), each trained
+        # and scored with only its views.
+        for name in combos:
+            cols = [VIDEO_VIEWS.index(v) for v in name.split("+")]
+            tr_c = tr[has_v[tr]] if "V" in name else tr
+            Zc = fusion_rows(p_text_asr, p_audio, p_video, np.ones(len(y), bool), has_v)[:, cols]
+            if len(np.unique(y[tr_c])) < 2:
+                continue
+            combos[name][te] = predict(fit_lr(Zc[tr_c], y[tr_c], 1.0), Zc[te])
 
     results = {
         "T (gold transcript)": prf(y, p_text_gold >= 0.5),
         "T (Whisper transcript)": prf(y, p_text_asr >= 0.5),
         "A (prosody)": prf(y, p_audio >= 0.5),
-        "T+A (Whisper, late fusion)": prf(y, p_fused >= 0.5),
+        "fused, as served (masked late fusion over the views present)": prf(y, p_fused >= 0.5),
     }
     base = baselines(y, seed=SEED)
+    # MuSAG-style per-modality table on the clips where every view exists.
+    sub = vi
+    vtab = {
+        "T (gold transcript)": prf(y[sub], p_text_gold[sub] >= 0.5),
+        "T (Whisper transcript)": prf(y[sub], p_text_asr[sub] >= 0.5),
+        "A": prf(y[sub], p_audio[sub] >= 0.5),
+        "V": prf(y[sub], p_video[sub] >= 0.5),
+    }
+    for name, p in combos.items():
+        vtab[name] = prf(y[sub], p[sub] >= 0.5)
+    vtab["fused, as served"] = prf(y[sub], p_fused[sub] >= 0.5)
+    vbase = baselines(y[sub], seed=SEED)
 
     C_audio = choose_C(P, y, groups, C_grid)
     audio_model = fit_lr(P, y, C_audio)
-    fusion_model = fit_lr(Z, y, 1.0)
+    fusion_model = fit_lr(*augmented(np.arange(len(y))), 1.0)
+    C_video = choose_C(Vx, y[vi], groups[vi], C_grid)
+    video_model = fit_lr(Vx, y[vi], C_video)
 
     split_text = {"train": f"MUStARD++ utterances minus speech-clip scenes ({len(mpp)})" + (f" + FigLang 2020 Reddit+Twitter training ({len(fig)})" if best_extra == "figlang" else ""),
                   "selection": "5-fold stratified CV over the MUStARD++ part, seed 13", "C": best_C}
@@ -247,9 +308,14 @@ def main():
                 "speech_clips_gold": results["T (gold transcript)"]}, rng_version)
     write_head(a.out, "audio_head", audio_model, a.prosody_version,
                {"train": speech_desc, "C": C_audio}, {"speech_clips_oof": results["A (prosody)"]}, rng_version)
+    write_head(a.out, "video_head", video_model, a.vision_version,
+               {"train": f"{len(vi)} House clips whose video shows a face (of {n_video} with video), same folds; shipped head refit on them",
+                "C": C_video}, {"house_video_oof": vtab["V"]}, rng_version)
     write_head(a.out, "fusion_head", fusion_model, FUSION_FEATURE_VERSION,
-               {"train": speech_desc + "; inputs: logit(p_text on Whisper transcript), logit(out-of-fold p_audio)"},
-               {"speech_clips_oof": results["T+A (Whisper, late fusion)"]}, rng_version)
+               {"train": speech_desc + "; inputs: [logit p_text (Whisper transcript), logit p_audio, logit p_video (out-of-fold), has_text, has_video], "
+                "each clip also with text masked and with video masked"},
+               {"speech_clips_oof": results["fused, as served (masked late fusion over the views present)"],
+                "house_all_views_oof": vtab["fused, as served"]}, rng_version)
 
     report.append("# Heads: training data, splits and figures\n")
     report.append(f"Generated by `models/train/train.sh` (seed {SEED}). All figures in percent; "
@@ -270,6 +336,16 @@ def main():
     report.append(row("random baseline", base["random"]))
     report.append(row("majority baseline", base["majority"]))
     report.append("\nText head: never trained on any speech clip. Audio and fusion: out-of-fold.\n")
+    report.append(f"## House clips with a face in the video, per modality (MuSAG's table; {len(sub)} clips of {n_video} with video, "
+                  f"{int(y[sub].sum())} sarcastic)\n")
+    report.append("Out-of-fold over the same 5 grouped folds; each combination is a late-fusion head trained on "
+                  "its own views only; T uses the Whisper transcript unless marked gold. No context.\n")
+    report.append("| views | P | R | macro-F1 | acc |\n|---|---|---|---|---|")
+    for k, m in vtab.items():
+        report.append(row(k, m))
+    report.append(row("random baseline", vbase["random"]))
+    report.append(row("majority baseline", vbase["majority"]))
+    report.append("")
     with open(os.path.join(a.out, "REPORT.md"), "w") as f:
         f.write("\n".join(report) + "\n")
     print("\n".join(report))

@@ -12,5 +12,6 @@ venv="$cache/venv-train"
 "$venv/bin/pip" install -q --disable-pip-version-check -r models/train/requirements.txt
 cargo build --release --locked
 prosody_version=$(grep -o 'PROSODY_FEATURE_VERSION: &str = "[^"]*"' -r src/prosody | head -1 | sed 's/.*"\(.*\)"/\1/')
+vision_version=$(grep -o 'VISION_FEATURE_VERSION: &str = "[^"]*"' -r src/vision | head -1 | sed 's/.*"\(.*\)"/\1/')
 "$venv/bin/python" models/train/train.py --data "$data" --bin target/release/sarcasmd \
-  --work "$cache/train" --out models/heads --prosody-version "$prosody_version"
+  --work "$cache/train" --out models/heads --prosody-version "$prosody_version" --vision-version "$vision_version"

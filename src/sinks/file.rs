@@ -161,6 +161,10 @@ impl EventSink for EventsFile {
         Ok(())
     }
 
+    fn gap(&mut self, g: &crate::event::GapEvent) -> std::io::Result<()> {
+        self.push(g)
+    }
+
     fn flush(&mut self) -> std::io::Result<()> {
         if !self.backlog.is_empty() {
             self.drain();

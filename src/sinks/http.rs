@@ -225,6 +225,15 @@ impl Hub {
         }));
     }
 
+    /// A lost interval of a live source (SSE event `gap`).
+    pub fn gap(&self, json: String) {
+        let _ = self.tx.send(Arc::new(Msg {
+            event: "gap",
+            id: None,
+            data: json,
+        }));
+    }
+
     /// Daemon state (`running`, `finished`) and device status; the latest is also sent
     /// to clients that connect later.
     pub fn status(&self, json: String) {

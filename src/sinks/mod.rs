@@ -63,6 +63,16 @@ impl SinkSet {
 }
 
 impl EventSink for SinkSet {
+    fn gap(&mut self, g: &crate::event::GapEvent) -> std::io::Result<()> {
+        self.primary.gap(g)?;
+        if let Some(h) = &self.hub {
+            if let Ok(json) = serde_json::to_string(g) {
+                h.gap(json);
+            }
+        }
+        Ok(())
+    }
+
     fn write(&mut self, ev: &UtteranceEvent) -> std::io::Result<()> {
         self.primary.write(ev)?;
         if let Some(m) = &self.metrics {

@@ -57,7 +57,10 @@ pub fn anchors() -> Vec<(f32, f32)> {
         let cells = INPUT_SIZE.div_ceil(stride);
         for y in 0..cells {
             for x in 0..cells {
-                let c = ((x as f32 + 0.5) / cells as f32, (y as f32 + 0.5) / cells as f32);
+                let c = (
+                    (x as f32 + 0.5) / cells as f32,
+                    (y as f32 + 0.5) / cells as f32,
+                );
                 out.extend(std::iter::repeat_n(c, per_cell));
             }
         }

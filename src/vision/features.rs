@@ -66,12 +66,13 @@ impl Geometry {
             return None;
         }
         let mid = |a: usize, b: usize| ((p[a].0 + p[b].0) / 2.0, (p[a].1 + p[b].1) / 2.0);
-        let dist = |a: (f32, f32), b: (f32, f32)| ((a.0 - b.0).powi(2) + (a.1 - b.1).powi(2)).sqrt();
+        let dist =
+            |a: (f32, f32), b: (f32, f32)| ((a.0 - b.0).powi(2) + (a.1 - b.1).powi(2)).sqrt();
         // Eye centres from the corners (33/133 right eye, 362/263 left eye).
         let eye_r = mid(33, 133);
         let eye_l = mid(362, 263);
         let iod = dist(eye_r, eye_l);
-        if !(iod > 1e-3) {
+        if iod.is_nan() || iod <= 1e-3 {
             return None;
         }
         let lip_centre_y = (p[13].1 + p[14].1) / 2.0;
@@ -177,10 +178,11 @@ pub fn functionals(frames: &[FrameObs]) -> Option<Vec<f32>> {
             .map(|k| (a.expression[k] - b.expression[k]).abs())
             .sum::<f32>();
         let size = (a.size + b.size).max(1e-3) / 2.0;
-        head += ((a.centre.0 - b.centre.0).powi(2) + (a.centre.1 - b.centre.1).powi(2)).sqrt()
-            / size;
+        head +=
+            ((a.centre.0 - b.centre.0).powi(2) + (a.centre.1 - b.centre.1).powi(2)).sqrt() / size;
         if let (Some(ga), Some(gb)) = (a.geometry, b.geometry) {
-            pose += (ga.yaw - gb.yaw).abs() + (ga.pitch - gb.pitch).abs()
+            pose += (ga.yaw - gb.yaw).abs()
+                + (ga.pitch - gb.pitch).abs()
                 + (ga.roll_rad - gb.roll_rad).abs();
         }
     }
@@ -212,7 +214,10 @@ mod tests {
 
     #[test]
     fn no_face_means_no_vector() {
-        let frames = [FrameObs { t_s: 0.0, face: None }; 3];
+        let frames = [FrameObs {
+            t_s: 0.0,
+            face: None,
+        }; 3];
         assert_eq!(functionals(&frames), None);
         assert_eq!(functionals(&[]), None);
     }
@@ -221,7 +226,10 @@ mod tests {
     fn functionals_have_fixed_length_names_and_rates() {
         let frames = [
             face(0.0, 0.0, 0.5),
-            FrameObs { t_s: 0.2, face: None },
+            FrameObs {
+                t_s: 0.2,
+                face: None,
+            },
             face(0.4, 1.0, 0.6),
         ];
         let f = functionals(&frames).unwrap();
@@ -263,7 +271,10 @@ mod tests {
         let doubled: Vec<_> = p.iter().map(|(x, y)| (x * 2.0, y * 2.0)).collect();
         assert_eq!(Geometry::from_mesh(&doubled, 0.0).unwrap(), g);
         assert!((g.mouth_width - 1.0).abs() < 1e-6);
-        assert!((g.corner_lift - 4.0 / 30.0).abs() < 1e-6, "corners above lips");
+        assert!(
+            (g.corner_lift - 4.0 / 30.0).abs() < 1e-6,
+            "corners above lips"
+        );
         assert!((g.brow_raise - 10.0 / 30.0).abs() < 1e-6);
         assert!(g.yaw.abs() < 1e-6);
     }

@@ -45,7 +45,10 @@ pub fn sample_roi(
     };
     // Shrinking by more than 2x: average n x n bilinear samples per output pixel, an
     // area filter like the reference pipelines' resize (plain bilinear would alias).
-    let n = ((roi.width / out_w as f32).max(roi.height / out_h as f32).ceil() as usize).clamp(1, 4);
+    let n = ((roi.width / out_w as f32)
+        .max(roi.height / out_h as f32)
+        .ceil() as usize)
+        .clamp(1, 4);
     let inv = 1.0 / (n * n) as f32;
     for oy in 0..out_h {
         for ox in 0..out_w {
@@ -118,7 +121,10 @@ mod tests {
         };
         // The ROI's +u axis points down the frame after a quarter turn.
         let (x, y) = roi.to_frame(1.0, 0.5);
-        assert!((x - 10.0).abs() < 1e-5 && (y - 12.0).abs() < 1e-5, "{x},{y}");
+        assert!(
+            (x - 10.0).abs() < 1e-5 && (y - 12.0).abs() < 1e-5,
+            "{x},{y}"
+        );
     }
 
     #[test]

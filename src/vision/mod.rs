@@ -7,9 +7,9 @@
 //! ([`VisionModels`], shared); a [`VisionAnalyser`] holds one stream's scratch space.
 
 mod blazeface;
-pub mod stream;
 mod features;
 mod image;
+pub mod stream;
 
 use std::path::PathBuf;
 
@@ -196,23 +196,31 @@ impl ImageModel {
         let (s, c) = (self.side, self.channels);
         let mut x = vec![0.0f32; s * s * c];
         let layout = self.layout;
-        sample_roi(&frame.rgb, frame.width, frame.height, roi, s, s, |ox, oy, rgb| {
-            let px: [f32; 3];
-            let chans: &[f32] = if c == 1 {
-                // OpenCV's BGR2GRAY weights, as fer used in training.
-                px = [0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2], 0.0, 0.0];
-                &px[..1]
-            } else {
-                &rgb[..]
-            };
-            for (k, v) in chans.iter().enumerate() {
-                let i = match layout {
-                    Layout::Nchw => (k * s + oy) * s + ox,
-                    Layout::Nhwc => (oy * s + ox) * c + k,
+        sample_roi(
+            &frame.rgb,
+            frame.width,
+            frame.height,
+            roi,
+            s,
+            s,
+            |ox, oy, rgb| {
+                let px: [f32; 3];
+                let chans: &[f32] = if c == 1 {
+                    // OpenCV's BGR2GRAY weights, as fer used in training.
+                    px = [0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2], 0.0, 0.0];
+                    &px[..1]
+                } else {
+                    &rgb[..]
                 };
-                x[i] = norm(*v);
-            }
-        });
+                for (k, v) in chans.iter().enumerate() {
+                    let i = match layout {
+                        Layout::Nchw => (k * s + oy) * s + ox,
+                        Layout::Nhwc => (oy * s + ox) * c + k,
+                    };
+                    x[i] = norm(*v);
+                }
+            },
+        );
         x
     }
 }
@@ -331,12 +339,16 @@ impl VisionAnalyser {
             }
         };
         let [_, mesh_model, expr_model] = &*self.models.inner;
-        let mesh_out = mesh_model.run(&mesh_model.input_from(frame, &roi(LANDMARK_ROI_SCALE), |v| v / 255.0))?;
+        let mesh_out =
+            mesh_model
+                .run(&mesh_model.input_from(frame, &roi(LANDMARK_ROI_SCALE), |v| v / 255.0))?;
         let geometry = mesh_geometry(&mesh_out, angle_rad);
         let probs = expr_model
-            .run(&expr_model.input_from(frame, &roi(EXPRESSION_ROI_SCALE), |v| {
-                (v / 255.0 - 0.5) * 2.0
-            }))?
+            .run(
+                &expr_model.input_from(frame, &roi(EXPRESSION_ROI_SCALE), |v| {
+                    (v / 255.0 - 0.5) * 2.0
+                }),
+            )?
             .into_iter()
             .next()
             .unwrap_or_default();

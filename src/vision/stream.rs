@@ -304,7 +304,10 @@ mod tests {
             live: true,
         };
         // Nobody consumes: a live source must not block, only drop.
-        read_frames(Box::new(src), 5.0, tx, rx.clone(), &counters, None, &|| false).unwrap();
+        read_frames(Box::new(src), 5.0, tx, rx.clone(), &counters, None, &|| {
+            false
+        })
+        .unwrap();
         let s = counters.stats(true);
         assert_eq!(s.frames_in, 100);
         assert_eq!(s.frames_skipped, 66, "every third frame kept");

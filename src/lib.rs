@@ -20,6 +20,7 @@ pub mod models;
 pub mod onnx;
 pub mod pipeline;
 pub mod prosody;
+pub mod reconnect;
 pub mod resources;
 pub mod segment;
 pub mod service;

@@ -12,6 +12,7 @@ pub mod bench;
 pub mod config;
 pub mod context;
 pub mod daemon;
+pub mod devices;
 pub mod event;
 pub mod fusion;
 pub mod manifest;

@@ -220,6 +220,13 @@ impl Reconnector {
         };
     }
 
+    /// The first attempt to open the device failed (`error` as the opener gives it, so
+    /// retries failing the same way are recognised as no news).
+    pub fn open_failed_at_start(&mut self, now: Duration, error: &str) {
+        self.lost(now, &format!("cannot open: {error}"));
+        error.clone_into(&mut self.last_warned_error);
+    }
+
     /// While down: how long until the next attempt is due (zero: now).
     pub fn wait_left(&self, now: Duration) -> Option<Duration> {
         match &self.state {
@@ -353,6 +360,27 @@ mod tests {
         // The backoff starts over after a successful delivery.
         r.lost(ms(3_000), "again");
         assert_eq!(r.wait_left(ms(3_000)), Some(ms(500)));
+    }
+
+    #[test]
+    fn an_unchanged_error_is_repeated_at_most_once_per_log_every() {
+        let _ = env_logger::builder().is_test(true).try_init();
+        let mut r = Reconnector::new("mic".into(), BackoffPolicy::default(), ms(0));
+        r.open_failed_at_start(ms(0), "no device");
+        assert_eq!(r.last_warn, Some(ms(0)));
+        for t in (500..59_000).step_by(500) {
+            r.open_failed(ms(t), "no device");
+        }
+        assert_eq!(r.last_warn, Some(ms(0)), "no repeat within a minute");
+        r.open_failed(ms(60_000), "no device");
+        assert_eq!(r.last_warn, Some(ms(60_000)));
+        // A new error is news, but not more than once per 5 s.
+        r.open_failed(ms(62_000), "permission denied");
+        assert_eq!(r.last_warn, Some(ms(60_000)));
+        r.open_failed(ms(65_000), "permission denied");
+        assert_eq!(r.last_warn, Some(ms(65_000)));
+        r.open_failed(ms(66_000), "permission denied");
+        assert_eq!(r.last_warn, Some(ms(65_000)));
     }
 
     #[test]

@@ -97,7 +97,7 @@ impl<O: Opener> ReconnectingSource<O> {
         };
         match s.opener.open() {
             Ok(src) => s.inner = Some(src),
-            Err(e) => s.rc.lost(now, &format!("cannot open: {e}")),
+            Err(e) => s.rc.open_failed_at_start(now, &e.to_string()),
         }
         s
     }

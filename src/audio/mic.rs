@@ -318,7 +318,7 @@ fn choose_config(
         })
         .min_by_key(|(rank, ch, rate, _)| (*rank, *ch, *rate != 16_000));
     match best {
-        Some((_, _, rate, r)) => Ok((r.clone().with_sample_rate(rate), offered)),
+        Some((_, _, rate, r)) => Ok(((*r).with_sample_rate(rate), offered)),
         None => Err(MicError::NoUsableFormat {
             device: name.to_string(),
             offered,
@@ -525,7 +525,11 @@ const READ_NAP: Duration = Duration::from_millis(5);
 pub struct MicSource {
     what: String,
     // Declared first: dropped first, so the callback is gone before the ring.
-    _stream: cpal::Stream,
+    stream: cpal::Stream,
+    /// Capture starts with the first `read_chunk`, not at open: the daemon opens the
+    /// source before loading its models, and audio captured meanwhile would only
+    /// overflow the ring (and count as overruns).
+    playing: bool,
     cons: HeapCons<u8>,
     shared: Arc<StreamShared>,
     conv: FrameConverter,
@@ -536,7 +540,8 @@ pub struct MicSource {
 }
 
 impl MicSource {
-    /// Open the device `opts` names, start capturing, and return once it runs.
+    /// Open the device `opts` names and set up its stream; capture starts with the
+    /// first `read_chunk`.
     pub fn open(opts: &MicOptions, counters: Arc<MicCounters>) -> Result<Self, MicError> {
         let host = cpal::default_host();
         let (device, name) = match opts.device.as_deref() {
@@ -621,15 +626,12 @@ impl MicSource {
                     offered: offered.clone(),
                 },
             })?;
-        stream.play().map_err(|e| MicError::Start {
-            device: name.clone(),
-            reason: e.to_string(),
-        })?;
         // Pop about 50 ms per read (whole frames only).
         let buf = vec![0u8; (rate_hz as usize / 20).max(64) * frame_bytes];
         Ok(Self {
             what: format!("microphone {name}, {config_desc}"),
-            _stream: stream,
+            stream,
+            playing: false,
             cons,
             shared,
             conv,
@@ -659,6 +661,16 @@ impl AudioSource for MicSource {
     }
 
     fn read_chunk(&mut self, out: &mut Vec<f32>) -> Result<bool, AudioError> {
+        if !self.playing {
+            self.stream.play().map_err(|e| {
+                self.error(MicError::Start {
+                    device: self.what.clone(),
+                    reason: e.to_string(),
+                })
+            })?;
+            self.playing = true;
+            self.stall = StallWatch::new(self.stall.timeout, Instant::now());
+        }
         let started = Instant::now();
         loop {
             let n = self.cons.pop_slice(&mut self.buf);
@@ -848,6 +860,30 @@ mod tests {
                 "{format} {channels} ch {rate} Hz: max error {err}"
             );
         }
+    }
+
+    #[test]
+    fn a_refused_or_unusable_format_names_what_the_device_offers() {
+        let r = |ch, lo, hi, f| {
+            SupportedStreamConfigRange::new(ch, lo, hi, cpal::SupportedBufferSize::Unknown, f)
+        };
+        let offered = summarize_ranges(&[
+            r(2, 44_100, 48_000, SampleFormat::I16),
+            r(1, 44_100, 48_000, SampleFormat::I16),
+            r(2, 2_822_400, 2_822_400, SampleFormat::DsdU32),
+        ]);
+        assert_eq!(offered, "i16 1-2 ch 44100-48000 Hz, dsdu32 2 ch 2822400 Hz");
+        let e = MicError::Refused {
+            device: "alsa:hw:CARD=Device,DEV=0 (USB Audio)".into(),
+            config: "f32 2 ch 48000 Hz".into(),
+            reason: "The requested stream configuration is not supported by the device.".into(),
+            offered,
+        }
+        .to_string();
+        assert!(
+            e.contains("refused f32 2 ch 48000 Hz") && e.contains("it offers: i16 1-2 ch"),
+            "{e}"
+        );
     }
 
     #[test]

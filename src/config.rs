@@ -118,10 +118,70 @@ pub enum SourceConfig {
         #[serde(default)]
         live: bool,
     },
+    /// A microphone through ALSA (any rate, format and channel count it offers),
+    /// reopened with exponential backoff whenever it is missing, unplugged or stalls.
+    Mic {
+        /// An index from `sarcasmd devices`, or part of a device id or name (case
+        /// insensitive): `device = 1`, `device = "USB"`, `device = "plughw:CARD=Device,DEV=0"`.
+        /// Unset: the system default input.
+        #[serde(
+            default,
+            deserialize_with = "name_or_index",
+            skip_serializing_if = "Option::is_none"
+        )]
+        device: Option<String>,
+        /// No audio from the device for this long counts as a lost device.
+        #[serde(default = "default_stall_timeout_ms")]
+        stall_timeout_ms: u32,
+        /// First wait before reopening a lost device; doubles after each failed attempt...
+        #[serde(default = "default_reconnect_initial_ms")]
+        reconnect_initial_ms: u32,
+        /// ...up to this.
+        #[serde(default = "default_reconnect_max_ms")]
+        reconnect_max_ms: u32,
+    },
 }
 
 fn default_stdin_rate() -> u32 {
     16_000
+}
+
+fn default_stall_timeout_ms() -> u32 {
+    2_000
+}
+
+fn default_reconnect_initial_ms() -> u32 {
+    500
+}
+
+fn default_reconnect_max_ms() -> u32 {
+    30_000
+}
+
+/// `device = 2` or `device = "USB"`: both end up as the string `select_device` parses.
+fn name_or_index<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    struct V;
+    impl serde::de::Visitor<'_> for V {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a device index (0, 1, ...) or part of a device name")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+            Ok(Some(v.to_string()))
+        }
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+            if v < 0 {
+                return Err(E::custom(format!(
+                    "device index {v} is negative; `sarcasmd devices` lists the indices"
+                )));
+            }
+            Ok(Some(v.to_string()))
+        }
+    }
+    d.deserialize_any(V)
 }
 
 impl Default for SourceConfig {
@@ -236,6 +296,37 @@ impl Config {
                     return Err(FieldError::new("source.path", "must name a WAV file"));
                 }
             }
+            SourceConfig::Mic {
+                device,
+                stall_timeout_ms,
+                reconnect_initial_ms,
+                reconnect_max_ms,
+            } => {
+                if device.as_deref().is_some_and(|d| d.trim().is_empty()) {
+                    return Err(FieldError::new(
+                        "source.device",
+                        "is empty: leave it out for the system default input, or give an index or name from `sarcasmd devices`",
+                    ));
+                }
+                if !(100..=60_000).contains(stall_timeout_ms) {
+                    return Err(FieldError::new(
+                        "source.stall_timeout_ms",
+                        "must be within 100..=60000",
+                    ));
+                }
+                if !(10..=60_000).contains(reconnect_initial_ms) {
+                    return Err(FieldError::new(
+                        "source.reconnect_initial_ms",
+                        "must be within 10..=60000",
+                    ));
+                }
+                if !(*reconnect_initial_ms..=600_000).contains(reconnect_max_ms) {
+                    return Err(FieldError::new(
+                        "source.reconnect_max_ms",
+                        "must be within reconnect_initial_ms..=600000",
+                    ));
+                }
+            }
         }
         if !(100..=120_000).contains(&self.buffers.ring_ms) {
             return Err(FieldError::new(
@@ -334,6 +425,62 @@ mod tests {
                 realtime: true
             }
         );
+    }
+
+    #[test]
+    fn mic_source_parses_with_defaults_and_an_index_or_a_name() {
+        let c = Config::parse("[source]\nkind = \"mic\"\n", Path::new("m.toml")).unwrap();
+        assert_eq!(
+            c.source,
+            SourceConfig::Mic {
+                device: None,
+                stall_timeout_ms: 2_000,
+                reconnect_initial_ms: 500,
+                reconnect_max_ms: 30_000
+            }
+        );
+        for (v, want) in [("2", "2"), ("\"USB Audio\"", "USB Audio")] {
+            let c = Config::parse(
+                &format!("[source]\nkind = \"mic\"\ndevice = {v}\nstall_timeout_ms = 500\n"),
+                Path::new("m.toml"),
+            )
+            .unwrap();
+            let SourceConfig::Mic {
+                device,
+                stall_timeout_ms,
+                ..
+            } = c.source
+            else {
+                panic!("{:?}", c.source)
+            };
+            assert_eq!((device.as_deref(), stall_timeout_ms), (Some(want), 500));
+        }
+        // Serialized and read back: the same.
+        let text = toml::to_string(&c).unwrap();
+        assert_eq!(Config::parse(&text, Path::new("m.toml")).unwrap(), c);
+    }
+
+    #[test]
+    fn mic_source_errors_name_the_field() {
+        for (body, field) in [
+            ("device = \"\"", "source.device"),
+            ("device = -1", "negative"),
+            ("stall_timeout_ms = 5", "source.stall_timeout_ms"),
+            ("reconnect_initial_ms = 0", "source.reconnect_initial_ms"),
+            (
+                "reconnect_initial_ms = 1000\nreconnect_max_ms = 500",
+                "source.reconnect_max_ms",
+            ),
+            ("sample_rate_hz = 48000", "sample_rate_hz"),
+        ] {
+            let err = Config::parse(
+                &format!("[source]\nkind = \"mic\"\n{body}\n"),
+                Path::new("m.toml"),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains(field), "{body}: {err}");
+        }
     }
 
     #[test]

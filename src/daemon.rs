@@ -9,7 +9,10 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use crate::audio::{AudioError, AudioSource, PcmReaderSource, WavSource};
+use crate::audio::{
+    AudioError, AudioSource, MicCounters, MicOpener, MicOptions, PcmReaderSource,
+    ReconnectingSource, WavSource,
+};
 use crate::config::{Config, ConfigError, SourceConfig};
 use crate::event::{EventSink, JsonLinesSink};
 use crate::metrics::Metrics;
@@ -99,7 +102,22 @@ pub fn open_frames(cfg: &Config, counters: &Counters) -> Option<Box<dyn FrameSou
 
 /// Open the configured source. Files are validated here, before any model loads.
 pub fn open_source(cfg: &Config) -> Result<Box<dyn AudioSource>, AudioError> {
-    Ok(match &cfg.source {
+    open_source_parts(cfg).map(|s| s.source)
+}
+
+/// The configured source and, for a microphone, its counters.
+pub struct OpenedSource {
+    pub source: Box<dyn AudioSource>,
+    /// Microphone only: audio dropped because the capture ring was full, and driver
+    /// xruns, summed over every reconnection.
+    pub mic_counters: Option<Arc<MicCounters>>,
+}
+
+/// [`open_source`], keeping the microphone's counters. A microphone that is missing at
+/// start is not an error: it is logged and retried (see [`ReconnectingSource`]).
+pub fn open_source_parts(cfg: &Config) -> Result<OpenedSource, AudioError> {
+    let mut mic_counters = None;
+    let source: Box<dyn AudioSource> = match &cfg.source {
         SourceConfig::Wav { path, .. } => Box::new(WavSource::open(path)?),
         SourceConfig::Stdin {
             sample_rate_hz,
@@ -109,6 +127,29 @@ pub fn open_source(cfg: &Config) -> Result<Box<dyn AudioSource>, AudioError> {
                 .live(*live)
                 .poll_fd(0),
         ),
+        SourceConfig::Mic {
+            device,
+            stall_timeout_ms,
+            reconnect_initial_ms,
+            reconnect_max_ms,
+        } => {
+            let opener = MicOpener::new(MicOptions {
+                device: device.clone(),
+                stall_timeout: Duration::from_millis(*stall_timeout_ms as u64),
+                ..Default::default()
+            });
+            mic_counters = Some(opener.counters());
+            let policy = crate::reconnect::BackoffPolicy {
+                initial: Duration::from_millis(*reconnect_initial_ms as u64),
+                max: Duration::from_millis(*reconnect_max_ms as u64),
+                ..Default::default()
+            };
+            Box::new(ReconnectingSource::new(opener, policy))
+        }
+    };
+    Ok(OpenedSource {
+        source,
+        mic_counters,
     })
 }
 

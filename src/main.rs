@@ -73,6 +73,13 @@ enum Cmd {
     },
     /// Check a config file; no side effects.
     Validate { file: PathBuf },
+    /// List audio inputs (index, id, name, formats) and cameras, as `source.device`
+    /// takes them. Exits 0 even when there are none.
+    Devices {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Model cache: where it is and whether every file matches the pinned checksums.
     Models {
         #[command(subcommand)]
@@ -265,6 +272,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Cmd::Models { cmd } => models_cmd(cmd),
+        Cmd::Devices { json } => {
+            let list = sarcasmd::devices::list();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&list)?);
+            } else {
+                print!("{}", list.render());
+            }
+            Ok(0)
+        }
         Cmd::Prosody { file } => {
             let mut src = WavSource::open(&file).map_err(DaemonError::from)?;
             let mut samples = Vec::new();

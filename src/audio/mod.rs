@@ -5,6 +5,8 @@
 //! same seam: they also deliver 16 kHz mono chunks, but report `is_live() == true`, so
 //! the pipeline drops and counts samples instead of blocking when the ring is full.
 
+mod live;
+pub mod mic;
 mod pcm;
 mod resample;
 mod wav;
@@ -13,6 +15,8 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+pub use live::{FnOpener, Opener, ReconnectingSource};
+pub use mic::{MicCounters, MicError, MicOpener, MicOptions, MicSource};
 pub use pcm::PcmReaderSource;
 pub use resample::{ResampleError, StreamResampler};
 pub use wav::{WavInfo, WavSource};

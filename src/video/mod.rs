@@ -5,11 +5,15 @@
 //! started, the same clock the audio's sample count gives), so the vision view can take
 //! exactly the frames an utterance spans.
 
+pub mod camera;
 mod file;
+mod live;
 
 use thiserror::Error;
 
+pub use camera::{CameraCounters, CameraError, CameraOptions, CameraSource, PixelFormatPref};
 pub use file::{fit_frame, FileVideoOptions, FileVideoSource};
+pub use live::{CameraOpener, FrameOpener, ReconnectingFrameSource};
 
 /// MuSAG processes video at 426x240 and 15 fps; sources scale to this.
 pub const FRAME_WIDTH: u32 = 426;

@@ -368,9 +368,8 @@ pub fn run_once(
     };
     let opts = RunOptions {
         realtime: true,
-        with_features: false,
-        stop: Default::default(),
         counters: Arc::new(Counters::default()),
+        ..Default::default()
     };
     reset_peak_rss();
     let cpu0 = crate::resources::cpu_seconds();

@@ -23,7 +23,10 @@ use crate::sinks::file::EventsFile;
 use crate::sinks::http::{HttpError, HttpServer, Hub};
 use crate::sinks::mqtt::{MqttError, MqttSink};
 use crate::sinks::SinkSet;
-use crate::video::{FileVideoOptions, FileVideoSource, FrameSource, VideoError, MAX_FPS};
+use crate::video::{
+    CameraOpener, CameraOptions, FileVideoOptions, FileVideoSource, FrameSource,
+    ReconnectingFrameSource, VideoError, MAX_FPS,
+};
 use crate::vision::VisionSourceConfig;
 
 #[derive(Debug, Error)]
@@ -71,7 +74,13 @@ impl DaemonError {
 /// Open the configured frame source. The camera is optional: when it cannot be opened
 /// the daemon says so and runs audio-only (`views.video` null, the metric
 /// `vision_source_failed` set) rather than refusing to start.
-pub fn open_frames(cfg: &Config, counters: &Counters) -> Option<Box<dyn FrameSource>> {
+///
+/// `stop` ends a wait for a camera that is away (the stream is over).
+pub fn open_frames(
+    cfg: &Config,
+    counters: &Counters,
+    stop: Arc<AtomicBool>,
+) -> Option<Box<dyn FrameSource>> {
     let opened: Result<Box<dyn FrameSource>, VideoError> = match &cfg.vision.source {
         VisionSourceConfig::None => return None,
         VisionSourceConfig::File { path, offset_s } => FileVideoSource::open(
@@ -82,10 +91,24 @@ pub fn open_frames(cfg: &Config, counters: &Counters) -> Option<Box<dyn FrameSou
             },
         )
         .map(|f| Box::new(f) as Box<dyn FrameSource>),
-        VisionSourceConfig::Camera { device } => Err(VideoError::Open {
-            what: format!("camera {}", device.as_deref().unwrap_or("(default)")),
-            reason: "this build has no camera support".into(),
-        }),
+        VisionSourceConfig::Camera { device } => {
+            // Frames are stamped from now, as the audio clock starts with the stream
+            // (the microphone starts capturing at its first read, a moment later).
+            let opener = CameraOpener::new(
+                CameraOptions {
+                    device: device.clone(),
+                    ..Default::default()
+                },
+                Instant::now(),
+            );
+            let _ = counters.camera.set(opener.counters());
+            // A camera missing at start is retried with backoff while audio runs.
+            Ok(Box::new(ReconnectingFrameSource::new(
+                opener,
+                crate::reconnect::BackoffPolicy::default(),
+                stop,
+            )))
+        }
     };
     match opened {
         Ok(f) => {
@@ -432,9 +455,13 @@ fn run_with_stop(
     stop: Arc<AtomicBool>,
     signalled: Arc<AtomicBool>,
 ) -> Result<DaemonReport, DaemonError> {
-    let source = open_source(cfg)?;
+    let opened = open_source_parts(cfg)?;
+    let source = opened.source;
     log::info!("source: {}", source.describe());
     let outputs = Outputs::start(cfg)?;
+    if let Some(m) = opened.mic_counters {
+        let _ = outputs.counters.mic.set(m);
+    }
     let http_addr = outputs.server.as_ref().map(|s| s.local_addr());
     outputs.status("loading");
     let engine = Engine::load(cfg)?;
@@ -464,7 +491,12 @@ fn run_with_stop(
     ));
     let watchdog = service::Watchdog::start(outputs.counters.clone());
     let cpu0 = crate::resources::cpu_seconds();
-    let frames = open_frames(cfg, &outputs.counters);
+    let frames_stop = Arc::new(AtomicBool::new(false));
+    let frames = open_frames(cfg, &outputs.counters, frames_stop.clone());
+    let opts = RunOptions {
+        frame_source_stop: Some(frames_stop),
+        ..opts
+    };
     let result = pipeline::run_stream_av(&engine, cfg, source, frames, &mut sink, &opts);
     drop(watchdog);
     let stream_cpu_s = crate::resources::cpu_seconds() - cpu0;

@@ -308,6 +308,22 @@ impl Collector for LiveCollector {
                 ("with_face", get(&v.frames_with_face) as f64),
             ],
         )?;
+        let mic = c.mic.get().cloned().unwrap_or_default();
+        let cam = c.camera.get().cloned().unwrap_or_default();
+        family(
+            &mut enc,
+            "device_dropped",
+            "Lost at the device, by what: microphone samples the capture callback could not store (ring full), ALSA xruns, camera frames over 15 fps, undecodable, or not taken in time",
+            MetricType::Counter,
+            "what",
+            &[
+                ("mic_overrun_samples", get(&mic.overrun_samples) as f64),
+                ("mic_xruns", get(&mic.xruns) as f64),
+                ("camera_over_rate", get(&cam.dropped_rate) as f64),
+                ("camera_corrupt", get(&cam.dropped_corrupt) as f64),
+                ("camera_backlog", get(&cam.dropped_backlog) as f64),
+            ],
+        )?;
         counter(
             &mut enc,
             "source_gaps",

@@ -227,6 +227,9 @@ pub struct Counters {
     pub events_file_errors: AtomicU64,
     pub events_file_dropped: AtomicU64,
     pub vision: VisionCounters,
+    /// Device-level drops, set when the stream uses a microphone / camera.
+    pub mic: std::sync::OnceLock<Arc<crate::audio::MicCounters>>,
+    pub camera: std::sync::OnceLock<Arc<crate::video::CameraCounters>>,
     /// Intervals a live source lost (device gone or stalled) and their total length.
     pub source_gaps: AtomicU64,
     pub source_gap_ms: AtomicU64,
@@ -301,6 +304,9 @@ pub struct RunOptions {
     pub stop: Arc<AtomicBool>,
     /// Shared with whoever reports them live (`/metrics`, MQTT stats).
     pub counters: Arc<Counters>,
+    /// Set when the audio side is done, so a frame source waiting for a lost camera
+    /// gives up (see `ReconnectingFrameSource`).
+    pub frame_source_stop: Option<Arc<AtomicBool>>,
 }
 
 impl Default for RunOptions {
@@ -310,6 +316,7 @@ impl Default for RunOptions {
             with_features: false,
             stop: Arc::new(AtomicBool::new(false)),
             counters: Arc::new(Counters::default()),
+            frame_source_stop: None,
         }
     }
 }
@@ -766,6 +773,7 @@ pub fn run_stream_av(
         let an_abort = abort.clone();
         let an_timeline = &timeline;
         let an_audio_finished = &audio_finished;
+        let an_frame_stop = opts.frame_source_stop.clone();
         let an_ev_tx = ev_tx.clone();
         let partials_on = interim_on;
         let an_sentence_end = sentence_end_at.clone();
@@ -853,6 +861,9 @@ pub fn run_stream_av(
                     an_abort.store(true, Ordering::Relaxed);
                 }
                 an_audio_finished.store(true, Ordering::Relaxed);
+                if let Some(f) = &an_frame_stop {
+                    f.store(true, Ordering::Relaxed);
+                }
                 r
             })
             .expect("spawn analyser thread");
@@ -967,6 +978,23 @@ pub fn run_stream_av(
         dropped.insert(
             "frames_queue_full".into(),
             c.vision.frames_dropped.load(Ordering::Relaxed),
+        );
+    }
+    if let Some(m) = c.mic.get() {
+        dropped.insert(
+            "mic_overrun_samples".into(),
+            m.overrun_samples.load(Ordering::Relaxed),
+        );
+        dropped.insert("mic_xruns".into(), m.xruns.load(Ordering::Relaxed));
+    }
+    if let Some(cam) = c.camera.get() {
+        dropped.insert(
+            "camera_corrupt_frames".into(),
+            cam.dropped_corrupt.load(Ordering::Relaxed),
+        );
+        dropped.insert(
+            "camera_backlog_frames".into(),
+            cam.dropped_backlog.load(Ordering::Relaxed),
         );
     }
     if interim_on {

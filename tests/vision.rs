@@ -221,3 +221,51 @@ fn real_clips_show_faces_and_score_the_video_view() {
     assert!(ev.ready_ms.video.is_some());
     assert!(ev.models.contains_key("video_head"));
 }
+
+/// A meeting-room profile with a camera on a machine without one: the daemon starts,
+/// keeps retrying the camera in the background, and scores the speech audio-only.
+#[test]
+fn the_daemon_runs_audio_only_when_the_camera_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = compose(
+        0.5,
+        &[("Well, that was a productive meeting.", "en-us")],
+        1.0,
+    );
+    let wav = dir.path().join("speech.wav");
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: RATE,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::create(&wav, spec).unwrap();
+    for s in &c.samples {
+        w.write_sample((s * 32767.0) as i16).unwrap();
+    }
+    w.finalize().unwrap();
+    let events = dir.path().join("events.jsonl");
+    let mut cfg = Config::default();
+    cfg.source = sarcasmd::config::SourceConfig::Wav {
+        path: wav,
+        realtime: false,
+    };
+    cfg.output.events = events.display().to_string();
+    cfg.vision.source = VisionSourceConfig::Camera {
+        device: Some("no-such-camera".into()),
+    };
+    cfg.validate().unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let report = sarcasmd::daemon::run(&cfg, stop).expect("runs without its camera");
+    let v = &report.stats.vision;
+    assert!(v.enabled, "{v:?}");
+    assert_eq!(v.frames_analysed, 0);
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&events)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0]["views"]["video"].is_null());
+    assert!(lines[0]["views"]["audio"].is_number());
+}

@@ -98,6 +98,20 @@ impl VisionConfig {
                 format!("must be within (0, {MAX_FPS}]"),
             ));
         }
+        if let VisionSourceConfig::File { path, offset_s } = &self.source {
+            if path.as_os_str().is_empty() {
+                return Err(FieldError::new(
+                    "vision.source.path",
+                    "must name a video file",
+                ));
+            }
+            if !offset_s.is_finite() {
+                return Err(FieldError::new(
+                    "vision.source.offset_s",
+                    "must be a number",
+                ));
+            }
+        }
         if self.frame_queue == 0 {
             return Err(FieldError::new("vision.frame_queue", "must be at least 1"));
         }

@@ -245,10 +245,12 @@ fn the_daemon_runs_audio_only_when_the_camera_is_missing() {
     }
     w.finalize().unwrap();
     let events = dir.path().join("events.jsonl");
-    let mut cfg = Config::default();
-    cfg.source = sarcasmd::config::SourceConfig::Wav {
-        path: wav,
-        realtime: false,
+    let mut cfg = Config {
+        source: sarcasmd::config::SourceConfig::Wav {
+            path: wav,
+            realtime: false,
+        },
+        ..Default::default()
     };
     cfg.output.events = events.display().to_string();
     cfg.vision.source = VisionSourceConfig::Camera {

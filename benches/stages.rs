@@ -166,7 +166,7 @@ fn vision_benches(c: &mut Criterion) {
         Ok(m) => m,
         Err(e) => return eprintln!("SKIP vision benches: {e}"),
     };
-    let analyser = models.analyser(&Default::default());
+    let mut analyser = models.analyser(&Default::default()).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let pattern = dir.path().join("pattern.mp4");
     let made = std::process::Command::new("ffmpeg")
@@ -189,11 +189,36 @@ fn vision_benches(c: &mut Criterion) {
         g.bench_function("frame_426x240_no_face", |b| {
             b.iter(|| analyser.analyse(black_box(&f)).unwrap())
         });
+        // Guards: the letterbox resample into the detector's 128x128 input (area
+        // filter); it must stay a small part of the detector's cost.
+        let roi = sarcasmd::vision::Roi {
+            cx: 213.0,
+            cy: 120.0,
+            width: 426.0,
+            height: 426.0,
+            angle_rad: 0.0,
+        };
+        let mut x = vec![0.0f32; 3 * 128 * 128];
+        g.bench_function("letterbox_128", |b| {
+            b.iter(|| {
+                sarcasmd::vision::sample_roi(
+                    &f.rgb,
+                    f.width,
+                    f.height,
+                    &roi,
+                    128,
+                    128,
+                    |u, v, c| {
+                        x[(v * 128 + u) * 3] = c[0];
+                    },
+                )
+            })
+        });
     }
     // Guards: a frame with a face: detector + face mesh + expression (~18 ms), the
     // per-frame cost that `vision.analyse_fps` multiplies.
     let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/data/speech/house_mustardpp_ext/video_240p/utterance/4_S01E01_003.mp4");
+        .join("../shared/data/speech/house_mustardpp_ext/video_240p/utterance/4_S01E02_050.mp4");
     match first_frame(&clip) {
         Some(f) if analyser.analyse(&f).unwrap().face.is_some() => {
             g.bench_function("frame_426x240_face", |b| {

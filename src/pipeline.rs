@@ -431,7 +431,14 @@ pub fn run_stream_av(
     let mut stages: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     // Vision: only with both a frame source and the models.
     let vision = match (frames, &engine.vision) {
-        (Some(f), Some(m)) => Some((f, m.analyser(&cfg.vision))),
+        (Some(f), Some(m)) => match m.analyser(&cfg.vision) {
+            Ok(a) => Some((f, a)),
+            Err(e) => {
+                counters.vision.source_failed.store(true, Ordering::Relaxed);
+                log::warn!("{e}; running audio-only (views.video null)");
+                None
+            }
+        },
         (Some(f), None) => {
             log::warn!(
                 "{}: vision models are not loaded (vision.source is `none`); running audio-only",
@@ -488,7 +495,8 @@ pub fn run_stream_av(
             std::thread::Builder::new()
                 .name("vision".into())
                 .spawn_scoped(s, move || {
-                    if let Err(e) = vstream::analyse_frames(&analyser, frame_rx, timeline, vc) {
+                    let mut analyser = analyser;
+                    if let Err(e) = vstream::analyse_frames(&mut analyser, frame_rx, timeline, vc) {
                         vc.source_failed.store(true, Ordering::Relaxed);
                         log::warn!("vision stage stopped: {e}; the stream continues audio-only");
                     }
@@ -519,30 +527,10 @@ pub fn run_stream_av(
                     while !halted() {
                         buf.clear();
                         let more = source.read_chunk(&mut buf)?;
-                        src_counters
-                            .samples_in
-                            .fetch_add(buf.len() as u64, Ordering::Relaxed);
-                        let mut rest = &buf[..];
-                        while !rest.is_empty() {
-                            let n = prod.push_slice(rest);
-                            rest = &rest[n..];
-                            if !rest.is_empty() {
-                                if live {
-                                    src_counters
-                                        .ring_dropped_samples
-                                        .fetch_add(rest.len() as u64, Ordering::Relaxed);
-                                    break;
-                                }
-                                if halted() {
-                                    break;
-                                }
-                                std::thread::sleep(Duration::from_millis(2));
-                            }
-                        }
-                        pushed += buf.len() as u64;
                         if let Some(gap) = source.take_gap() {
-                            // Silence for the lost interval keeps the audio clock on
-                            // wall time, so camera frames still line up after it.
+                            // The read that resumed delivery reports the gap: silence
+                            // for the lost interval goes before its audio, keeping the
+                            // stream clock on wall time (camera frames still line up).
                             let fill = (gap.duration_s.min(MAX_GAP_FILL_S) * RATE) as usize;
                             log::warn!(
                                 "{}: lost {:.1} s of audio at {:.1} s: {}",
@@ -581,6 +569,27 @@ pub fn run_stream_av(
                                 log::warn!("gap event not delivered: event queue full");
                             }
                         }
+                        src_counters
+                            .samples_in
+                            .fetch_add(buf.len() as u64, Ordering::Relaxed);
+                        let mut rest = &buf[..];
+                        while !rest.is_empty() {
+                            let n = prod.push_slice(rest);
+                            rest = &rest[n..];
+                            if !rest.is_empty() {
+                                if live {
+                                    src_counters
+                                        .ring_dropped_samples
+                                        .fetch_add(rest.len() as u64, Ordering::Relaxed);
+                                    break;
+                                }
+                                if halted() {
+                                    break;
+                                }
+                                std::thread::sleep(Duration::from_millis(2));
+                            }
+                        }
+                        pushed += buf.len() as u64;
                         if realtime {
                             let due = Duration::from_secs_f64(pushed as f64 / RATE);
                             if let Some(wait) = due.checked_sub(started.elapsed()) {

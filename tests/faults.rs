@@ -324,3 +324,82 @@ fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
         assert!(e["views"]["audio"].is_f64(), "{e}");
     }
 }
+
+/// A source that loses its device between two sentences (not marked live, so the test
+/// can hand over whole sentences without ring drops): the pipeline writes one
+/// `gap` event for the lost interval, counts it, and keeps the stream clock on wall
+/// time, so the second sentence is stamped after the outage.
+#[test]
+fn a_lost_interval_becomes_a_gap_event_and_later_times_include_it() {
+    use sarcasmd::audio::{AudioError, AudioSource, SourceGap};
+    struct Unplugged {
+        parts: Vec<Vec<f32>>,
+        pending_gap: Option<SourceGap>,
+        delivered: usize,
+    }
+    impl AudioSource for Unplugged {
+        fn describe(&self) -> String {
+            "microphone that was unplugged for 2 s".into()
+        }
+        fn read_chunk(&mut self, out: &mut Vec<f32>) -> Result<bool, AudioError> {
+            if self.parts.is_empty() {
+                return Ok(false);
+            }
+            let part = self.parts.remove(0);
+            if self.delivered > 0 {
+                // Delivery resumed after the outage.
+                self.pending_gap = Some(SourceGap {
+                    start_s: self.delivered as f64 / 16_000.0,
+                    duration_s: 2.0,
+                    reason: "device disappeared: test".into(),
+                });
+            }
+            self.delivered += part.len();
+            out.extend_from_slice(&part);
+            Ok(true)
+        }
+        fn take_gap(&mut self) -> Option<SourceGap> {
+            self.pending_gap.take()
+        }
+    }
+    let a = common::compose(
+        0.5,
+        &[("The first sentence before the cable came out.", "en-us")],
+        1.0,
+    );
+    let b = common::compose(
+        0.5,
+        &[("And the second one after it was plugged back in.", "en-us")],
+        1.0,
+    );
+    let first_len_s = a.samples.len() as f64 / 16_000.0;
+    let src = Unplugged {
+        parts: vec![a.samples, b.samples],
+        pending_gap: None,
+        delivered: 0,
+    };
+    let mut sink = sarcasmd::event::VecSink::default();
+    let stats = sarcasmd::pipeline::run_stream(
+        common::engine(),
+        &sarcasmd::config::Config::default(),
+        Box::new(src),
+        &mut sink,
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!(sink.2.len(), 1, "{:?}", sink.2);
+    let g = &sink.2[0];
+    assert_eq!(g.source, "audio");
+    assert!((g.start_s - first_len_s).abs() < 1e-3, "{g:?}");
+    assert!((g.end_s - g.start_s - 2.0).abs() < 1e-3, "{g:?}");
+    assert_eq!(stats.source_gaps, 1);
+    assert!((stats.source_gap_s - 2.0).abs() < 1e-3);
+    assert_eq!(sink.0.len(), 2, "{:#?}", sink.0);
+    // The second sentence starts 0.5 s into its part, after the 2 s of silence.
+    let expected = first_len_s + 2.0 + 0.5;
+    assert!(
+        (sink.0[1].start_s - expected).abs() < 0.35,
+        "second utterance at {} s, expected ~{expected} s",
+        sink.0[1].start_s
+    );
+}

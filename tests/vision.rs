@@ -151,11 +151,12 @@ fn real_clips_show_faces_and_score_the_video_view() {
         .map(|e| e.unwrap().path())
         .collect();
     clips.sort();
-    let analyser = vision_engine()
+    let mut analyser = vision_engine()
         .vision
         .as_ref()
         .expect("vision models loaded")
-        .analyser(&Default::default());
+        .analyser(&Default::default())
+        .unwrap();
     let (mut frames, mut with_face) = (0, 0);
     for clip in clips.iter().take(6) {
         let mut src = FileVideoSource::open(
@@ -270,4 +271,45 @@ fn the_daemon_runs_audio_only_when_the_camera_is_missing() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0]["views"]["video"].is_null());
     assert!(lines[0]["views"]["audio"].is_number());
+}
+
+/// Frames are matched to an utterance by the stream clock: the same clip's video
+/// shifted 30 s later (`offset_s`) has no frame inside the utterance, so no video view.
+#[test]
+fn frames_are_matched_to_utterances_by_the_stream_clock() {
+    let Some(shared) = shared_dir() else { return };
+    let dir = shared.join("data/speech/house_mustardpp_ext");
+    let clip = dir.join("video_240p/utterance/4_S01E02_050.mp4");
+    let wav = dir.join("audio_16k/utterance/4_S01E02_050.wav");
+    let run = |offset_s: f64| {
+        let mut cfg = vision_config(&clip);
+        cfg.segment.hangover_ms = 2000;
+        let frames = FileVideoSource::open(
+            &clip,
+            FileVideoOptions {
+                fps: 15.0,
+                offset_s,
+            },
+        )
+        .unwrap();
+        let mut sink = VecSink::default();
+        let stats = pipeline::run_stream_av(
+            vision_engine(),
+            &cfg,
+            Box::new(sarcasmd::audio::WavSource::open(&wav).unwrap()),
+            Some(Box::new(frames)),
+            &mut sink,
+            &RunOptions::default(),
+        )
+        .unwrap();
+        (sink.0, stats)
+    };
+    let (aligned, _) = run(0.0);
+    let (shifted, stats) = run(30.0);
+    assert!(aligned[0].views.video.is_some(), "{:?}", aligned[0].views);
+    assert_eq!(shifted[0].views.video, None, "{:?}", shifted[0].views);
+    assert!(
+        stats.vision.frames_with_face > 0,
+        "the frames were seen, just not then"
+    );
 }

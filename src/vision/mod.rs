@@ -16,6 +16,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tract_onnx::prelude::*;
+use tract_onnx::tract_core::model::TypedSimpleState;
 
 use crate::config::FieldError;
 use crate::models::{ModelError, ModelStore};
@@ -188,7 +189,11 @@ impl ImageModel {
         })
     }
 
-    fn run(&self, input: &[f32]) -> Result<Vec<Vec<f32>>, VisionError> {
+    fn run(
+        &self,
+        state: &mut TypedSimpleState,
+        input: &[f32],
+    ) -> Result<Vec<Vec<f32>>, VisionError> {
         let err = |e: TractError| VisionError::Run {
             model: self.name.into(),
             reason: format!("{e:#}"),
@@ -199,7 +204,7 @@ impl ImageModel {
             Layout::Nhwc => [1, s, s, c],
         };
         let t = Tensor::from_shape(&shape, input).map_err(err)?;
-        let out = self.runnable.run(tvec![t.into()]).map_err(err)?;
+        let out = state.run(tvec![t.into()]).map_err(err)?;
         out.iter()
             .map(|v| onnx::output_f32(v).map_err(err))
             .collect()
@@ -255,25 +260,36 @@ impl VisionModels {
         })
     }
 
-    pub fn analyser(&self, cfg: &VisionConfig) -> VisionAnalyser {
-        VisionAnalyser {
+    /// A stream's analyser: its own tract states (plans and scratch tensors are
+    /// allocated once, not per frame) over the shared models.
+    pub fn analyser(&self, cfg: &VisionConfig) -> Result<VisionAnalyser, VisionError> {
+        let spawn = |m: &ImageModel| {
+            m.runnable.spawn().map_err(|e| VisionError::Run {
+                model: m.name.into(),
+                reason: format!("{e:#}"),
+            })
+        };
+        let [d, l, e] = &*self.inner;
+        Ok(VisionAnalyser {
+            states: [spawn(d)?, spawn(l)?, spawn(e)?],
             models: self.clone(),
             anchors: blazeface::anchors(),
             min_face_score: cfg.min_face_score,
-        }
+        })
     }
 }
 
 /// One stream's vision state.
 pub struct VisionAnalyser {
     models: VisionModels,
+    states: [TypedSimpleState; 3],
     anchors: Vec<(f32, f32)>,
     min_face_score: f32,
 }
 
 impl VisionAnalyser {
     /// Faces in `frame`, in frame pixels (centre, size) with keypoints, best first.
-    pub fn detect(&self, frame: &VideoFrame) -> Result<Vec<Detection>, VisionError> {
+    pub fn detect(&mut self, frame: &VideoFrame) -> Result<Vec<Detection>, VisionError> {
         let det = &self.models.inner[0];
         // Letterbox: the whole frame, centred in a square, as MediaPipe feeds it.
         let side = frame.width.max(frame.height) as f32;
@@ -285,7 +301,7 @@ impl VisionAnalyser {
             angle_rad: 0.0,
         };
         let x = det.input_from(frame, &letterbox, |v| v / 127.5 - 1.0);
-        let out = det.run(&x)?;
+        let out = det.run(&mut self.states[0], &x)?;
         let (mut regressors, mut scores) = (None, None);
         for o in out {
             match o.len() {
@@ -324,7 +340,7 @@ impl VisionAnalyser {
     }
 
     /// Analyse one frame: the largest face's expression and geometry, or no face.
-    pub fn analyse(&self, frame: &VideoFrame) -> Result<FrameObs, VisionError> {
+    pub fn analyse(&mut self, frame: &VideoFrame) -> Result<FrameObs, VisionError> {
         let faces = self.detect(frame)?;
         let Some(face) = faces
             .iter()
@@ -352,13 +368,15 @@ impl VisionAnalyser {
                 angle_rad,
             }
         };
-        let [_, mesh_model, expr_model] = &*self.models.inner;
-        let mesh_out =
-            mesh_model
-                .run(&mesh_model.input_from(frame, &roi(LANDMARK_ROI_SCALE), |v| v / 255.0))?;
+        let models = self.models.clone();
+        let [_, mesh_model, expr_model] = &*models.inner;
+        let [_, mesh_state, expr_state] = &mut self.states;
+        let mesh_input = mesh_model.input_from(frame, &roi(LANDMARK_ROI_SCALE), |v| v / 255.0);
+        let mesh_out = mesh_model.run(mesh_state, &mesh_input)?;
         let geometry = mesh_geometry(&mesh_out, angle_rad);
         let probs = expr_model
             .run(
+                expr_state,
                 &expr_model.input_from(frame, &roi(EXPRESSION_ROI_SCALE), |v| {
                     (v / 255.0 - 0.5) * 2.0
                 }),

@@ -163,11 +163,15 @@ pub fn read_frames(
     halted: &dyn Fn() -> bool,
 ) -> Result<(), VideoError> {
     let live = source.is_live();
+    // Only a live source takes frames back out of the queue. For a file this handle
+    // must go, so a send fails (instead of waiting forever) once the analyser is gone.
+    let oldest = live.then_some(oldest);
     let period_s = 1.0 / analyse_fps as f64;
     let mut next_due_s = f64::NEG_INFINITY;
     counters.source_running.store(true, Ordering::Relaxed);
     let res = (|| {
-        while !halted() {
+        // `source_failed` is also set when the vision stage stops on an error.
+        while !halted() && !counters.source_failed.load(Ordering::Relaxed) {
             let Some(frame) = source.next_frame()? else {
                 return Ok(());
             };
@@ -190,7 +194,7 @@ pub fn read_frames(
                     match tx.try_send(frame) {
                         Ok(()) => break,
                         Err(TrySendError::Full(f)) => {
-                            if oldest.try_recv().is_ok() {
+                            if oldest.as_ref().is_some_and(|o| o.try_recv().is_ok()) {
                                 counters.frames_dropped.fetch_add(1, Ordering::Relaxed);
                             }
                             frame = f;
@@ -210,7 +214,7 @@ pub fn read_frames(
 
 /// Analyse queued frames into the timeline until the queue closes.
 pub fn analyse_frames(
-    analyser: &VisionAnalyser,
+    analyser: &mut VisionAnalyser,
     rx: Receiver<VideoFrame>,
     timeline: &VisionTimeline,
     counters: &VisionCounters,

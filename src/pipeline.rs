@@ -466,6 +466,8 @@ pub fn run_stream_av(
                 .then_some(vstream::Pacing { started: t0 });
             let stop = opts.stop.clone();
             let (abort, audio_finished, timeline) = (&abort, &audio_finished, &timeline);
+            let gap_tx = ev_tx.clone();
+            let gap_counters = &counters;
             std::thread::Builder::new()
                 .name("frames".into())
                 .spawn_scoped(s, move || {
@@ -475,6 +477,9 @@ pub fn run_stream_av(
                             || abort.load(Ordering::Relaxed)
                             || audio_finished.load(Ordering::Relaxed)
                     };
+                    let mut on_gap = |g: crate::audio::SourceGap| {
+                        record_gap(gap_counters, &gap_tx, "video", &what, g)
+                    };
                     let r = vstream::read_frames(
                         frame_source,
                         fps,
@@ -483,6 +488,7 @@ pub fn run_stream_av(
                         vc,
                         pacing,
                         &halted,
+                        &mut on_gap,
                     );
                     if let Err(e) = r {
                         vc.source_failed.store(true, Ordering::Relaxed);
@@ -532,17 +538,6 @@ pub fn run_stream_av(
                             // for the lost interval goes before its audio, keeping the
                             // stream clock on wall time (camera frames still line up).
                             let fill = (gap.duration_s.min(MAX_GAP_FILL_S) * RATE) as usize;
-                            log::warn!(
-                                "{}: lost {:.1} s of audio at {:.1} s: {}",
-                                source.describe(),
-                                gap.duration_s,
-                                gap.start_s,
-                                gap.reason
-                            );
-                            src_counters.source_gaps.fetch_add(1, Ordering::Relaxed);
-                            src_counters
-                                .source_gap_ms
-                                .fetch_add((gap.duration_s * 1e3) as u64, Ordering::Relaxed);
                             let zeros = vec![0.0f32; 4096];
                             let mut left = fill;
                             while left > 0 && !halted() {
@@ -556,18 +551,7 @@ pub fn run_stream_av(
                             src_counters
                                 .samples_in
                                 .fetch_add(fill as u64, Ordering::Relaxed);
-                            let ev = Emitted::Gap(GapEvent {
-                                kind: "gap",
-                                source: "audio",
-                                start_s: round3(gap.start_s),
-                                end_s: round3(gap.start_s + gap.duration_s),
-                                reason: gap.reason,
-                            });
-                            // Rare and small: wait briefly for room rather than lose it;
-                            // the counters above record the gap either way.
-                            if gap_tx.send_timeout(ev, Duration::from_millis(200)).is_err() {
-                                log::warn!("gap event not delivered: event queue full");
-                            }
+                            record_gap(&src_counters, &gap_tx, "audio", &source.describe(), gap);
                         }
                         src_counters
                             .samples_in
@@ -1042,6 +1026,38 @@ pub fn run_stream_av(
             .map(|(k, v)| (k, StageSummary::from(v)))
             .collect(),
     })
+}
+
+/// A lost interval of a live source: logged, counted and sent as a `gap` event.
+fn record_gap(
+    counters: &Counters,
+    tx: &Sender<Emitted>,
+    source: &'static str,
+    what: &str,
+    gap: crate::audio::SourceGap,
+) {
+    log::warn!(
+        "{what}: lost {:.1} s of {source} at {:.1} s: {}",
+        gap.duration_s,
+        gap.start_s,
+        gap.reason
+    );
+    counters.source_gaps.fetch_add(1, Ordering::Relaxed);
+    counters
+        .source_gap_ms
+        .fetch_add((gap.duration_s * 1e3) as u64, Ordering::Relaxed);
+    let ev = Emitted::Gap(GapEvent {
+        kind: "gap",
+        source,
+        start_s: round3(gap.start_s),
+        end_s: round3(gap.start_s + gap.duration_s),
+        reason: gap.reason,
+    });
+    // Rare and small: wait briefly for room rather than lose it; the counters above
+    // record the gap either way.
+    if tx.send_timeout(ev, Duration::from_millis(200)).is_err() {
+        log::warn!("{what}: gap event not delivered: event queue full");
+    }
 }
 
 fn ms_samples(ms: u32) -> u64 {

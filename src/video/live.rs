@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use super::camera::{CameraCounters, CameraError, CameraOptions, CameraSource};
 use super::{FrameSource, VideoError, VideoFrame};
+use crate::audio::SourceGap;
 use crate::reconnect::{BackoffPolicy, Clock, Reconnector, SystemClock};
 
 /// Opens the camera behind a [`ReconnectingFrameSource`].
@@ -69,6 +70,9 @@ pub struct ReconnectingFrameSource<O: FrameOpener> {
     clock: Arc<dyn Clock>,
     stop: Arc<AtomicBool>,
     poll: Duration,
+    /// Stream time of the last frame delivered: where an outage starts.
+    last_t_s: f64,
+    gap: Option<SourceGap>,
 }
 
 impl<O: FrameOpener> ReconnectingFrameSource<O> {
@@ -92,6 +96,8 @@ impl<O: FrameOpener> ReconnectingFrameSource<O> {
             clock,
             stop,
             poll: Duration::from_millis(100),
+            last_t_s: 0.0,
+            gap: None,
         };
         match s.opener.open() {
             Ok(src) => s.inner = Some(src),
@@ -124,6 +130,10 @@ impl<O: FrameOpener> FrameSource for ReconnectingFrameSource<O> {
         true
     }
 
+    fn take_gap(&mut self) -> Option<SourceGap> {
+        self.gap.take()
+    }
+
     fn next_frame(&mut self) -> Result<Option<VideoFrame>, VideoError> {
         loop {
             if self.stop.load(Ordering::Relaxed) {
@@ -132,7 +142,14 @@ impl<O: FrameOpener> FrameSource for ReconnectingFrameSource<O> {
             if let Some(src) = self.inner.as_mut() {
                 let reason = match src.next_frame() {
                     Ok(Some(f)) => {
-                        self.rc.delivered(self.clock.now());
+                        if let Some(o) = self.rc.delivered(self.clock.now()) {
+                            self.gap = Some(SourceGap {
+                                start_s: self.last_t_s,
+                                duration_s: o.reopened.saturating_sub(o.started).as_secs_f64(),
+                                reason: o.reason,
+                            });
+                        }
+                        self.last_t_s = f.t_s;
                         return Ok(Some(f));
                     }
                     Ok(None) => "the stream ended".to_string(),
@@ -244,12 +261,19 @@ mod tests {
             clock.clone(),
         );
         assert!(!src.is_connected());
-        let mut frames = 0;
+        let (mut frames, mut gaps) = (0, Vec::new());
         while let Some(f) = src.next_frame().unwrap() {
             assert_eq!(f.rgb.len(), 6);
             frames += 1;
+            gaps.extend(src.take_gap());
         }
         assert_eq!(frames, 5);
+        // Each outage that ended is reported once: the one at start (from 0 s) and the
+        // unplug after the third frame (from that frame's time).
+        assert_eq!(gaps.len(), 2, "{gaps:?}");
+        assert_eq!(gaps[0].start_s, 0.0);
+        assert!((gaps[1].start_s - 3.0 / 15.0).abs() < 1e-9, "{gaps:?}");
+        assert!(gaps.iter().all(|g| g.duration_s > 0.0), "{gaps:?}");
         // Missing at start (one outage), unplugged after 3 frames (the failed reopen
         // right after belongs to it), unplugged after 2 (still down when stopped).
         assert_eq!(src.outages(), 3);

@@ -65,4 +65,9 @@ pub trait FrameSource: Send {
     fn is_live(&self) -> bool {
         false
     }
+    /// A camera that was lost and is back reports the lost interval once, after the
+    /// first frame it delivers again (as [`crate::audio::AudioSource::take_gap`]).
+    fn take_gap(&mut self) -> Option<crate::audio::SourceGap> {
+        None
+    }
 }

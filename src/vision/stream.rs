@@ -16,6 +16,7 @@ use crossbeam_channel::{Receiver, Sender, TrySendError};
 use serde::Serialize;
 
 use super::{FrameObs, VisionAnalyser, VisionError};
+use crate::audio::SourceGap;
 use crate::video::{FrameSource, VideoError, VideoFrame};
 
 #[derive(Debug, Default)]
@@ -161,6 +162,7 @@ pub fn read_frames(
     counters: &VisionCounters,
     pacing: Option<Pacing>,
     halted: &dyn Fn() -> bool,
+    on_gap: &mut dyn FnMut(SourceGap),
 ) -> Result<(), VideoError> {
     let live = source.is_live();
     // Only a live source takes frames back out of the queue. For a file this handle
@@ -176,6 +178,9 @@ pub fn read_frames(
                 return Ok(());
             };
             counters.frames_in.fetch_add(1, Ordering::Relaxed);
+            if let Some(g) = source.take_gap() {
+                on_gap(g);
+            }
             if let Some(p) = &pacing {
                 let due = Duration::from_secs_f64(frame.t_s.max(0.0));
                 if let Some(wait) = due.checked_sub(p.started.elapsed()) {
@@ -308,9 +313,17 @@ mod tests {
             live: true,
         };
         // Nobody consumes: a live source must not block, only drop.
-        read_frames(Box::new(src), 5.0, tx, rx.clone(), &counters, None, &|| {
-            false
-        })
+        let halted = || false;
+        read_frames(
+            Box::new(src),
+            5.0,
+            tx,
+            rx.clone(),
+            &counters,
+            None,
+            &halted,
+            &mut |_| {},
+        )
         .unwrap();
         let s = counters.stats(true);
         assert_eq!(s.frames_in, 100);

@@ -13,6 +13,7 @@ pub mod config;
 pub mod context;
 pub mod daemon;
 pub mod devices;
+pub mod eval;
 pub mod event;
 pub mod fusion;
 pub mod manifest;

@@ -121,6 +121,34 @@ enum Cmd {
         #[arg(long)]
         json: Option<PathBuf>,
     },
+    /// Score a labelled manifest with the real pipeline and the served heads; print a
+    /// MuSAG-style table (every view and combination, with and without context, baselines,
+    /// confusion, calibration, annotator agreement). Audio goes through VAD and Whisper;
+    /// gold transcripts only with --gold-text.
+    Eval {
+        manifest: PathBuf,
+        /// Config for models, heads and thresholds (its source and outputs are ignored).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Heads directory (overrides the config), e.g. heads trained for one protocol.
+        #[arg(long)]
+        heads: Option<PathBuf>,
+        /// Score the gold transcript instead of Whisper's for items with audio.
+        #[arg(long)]
+        gold_text: bool,
+        /// Seconds of preceding context for the context rows; 0 leaves them out.
+        #[arg(long, default_value_t = 15.0)]
+        context_s: f32,
+        /// Only items of this split (e.g. `test`).
+        #[arg(long)]
+        split: Option<String>,
+        /// Only the first N items (after --split).
+        #[arg(long)]
+        limit: Option<usize>,
+        /// Write the report with every row and every item's scores as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Sentence embeddings by the daemon's text encoder, for training text heads.
     /// Input: a manifest (docs/manifest.md); an item without text embeds "".
     Embed {
@@ -301,6 +329,43 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             config,
         } => features(&manifest, &out, config.as_deref()),
         Cmd::Embed { input, out } => embed(&input, &out),
+        Cmd::Eval {
+            manifest,
+            config,
+            heads,
+            gold_text,
+            context_s,
+            split,
+            limit,
+            json,
+        } => {
+            let mut cfg = match config {
+                Some(p) => Config::load(&p).map_err(DaemonError::from)?,
+                None => Config::default(),
+            };
+            if heads.is_some() {
+                cfg.fusion.heads_dir = heads;
+            }
+            if !(context_s.is_finite() && context_s >= 0.0) {
+                anyhow::bail!("--context-s must be a number of seconds >= 0, got {context_s}");
+            }
+            let manifest = Manifest::load(&manifest).map_err(DaemonError::from)?;
+            let with_video = manifest.items.iter().any(|it| it.video.is_some());
+            let engine = Engine::load_for_eval(&cfg, with_video).map_err(DaemonError::from)?;
+            let opts = sarcasmd::eval::EvalOptions {
+                gold_text,
+                context_s,
+                split,
+                limit,
+            };
+            let report = sarcasmd::eval::evaluate(&engine, &cfg, &manifest, &opts)?;
+            print!("{}", sarcasmd::eval::render(&report));
+            if let Some(j) = json {
+                std::fs::write(&j, serde_json::to_string_pretty(&report)?)
+                    .with_context(|| format!("writing {}", j.display()))?;
+            }
+            Ok(0)
+        }
     }
 }
 

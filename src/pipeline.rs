@@ -120,6 +120,12 @@ impl Engine {
         Self::load_inner(cfg, false, with_vision)
     }
 
+    /// Heads as the daemon serves them, plus the vision models when `with_vision` (a
+    /// manifest with video), whatever the config says about the camera: `sarcasmd eval`.
+    pub fn load_for_eval(cfg: &Config, with_vision: bool) -> Result<Self, EngineError> {
+        Self::load_inner(cfg, true, with_vision)
+    }
+
     fn load_inner(cfg: &Config, with_heads: bool, with_vision: bool) -> Result<Self, EngineError> {
         let t0 = Instant::now();
         let store = ModelStore::new(

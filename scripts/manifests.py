@@ -390,17 +390,23 @@ def figlang(data, part):
                   encoding="utf-8") as f:
             raw[split] = [json.loads(l) for l in f if l.strip()]
     log = []
-    test_norm = {norm_text(r["response"]) for r in raw["testing"]}
+    # Duplicates are found on the text that is written (@USER/<URL> removed), normalised:
+    # 7 Twitter responses differ from another only in those tokens.
+    def key(r):
+        return norm_text(clean_tweet(r["response"]))
+
+    test_norm = {key(r) for r in raw["testing"]}
+    raw_dups = sum(v - 1 for v in Counter(norm_text(r["response"]) for r in raw["training"]).values())
     # Within train: keep the first of each normalised response; drop every copy of a
     # response that carries both labels.
     labels_of = defaultdict(set)
     for r in raw["training"]:
-        labels_of[norm_text(r["response"])].add(r["label"])
+        labels_of[key(r)].add(r["label"])
     seen = set()
     dup = conflict = in_test = 0
     keep_train = []
     for i, r in enumerate(raw["training"]):
-        n = norm_text(r["response"])
+        n = key(r)
         if len(labels_of[n]) > 1:
             conflict += 1
             continue
@@ -412,9 +418,11 @@ def figlang(data, part):
             in_test += 1
             continue
         keep_train.append((i, r))
-    log.append(f"train: dropped {dup} duplicate responses (normalised; first kept), "
-               f"{conflict} items of conflicting-label duplicates, {in_test} responses also in test")
-    test_dup = sum(v - 1 for v in Counter(norm_text(r["response"]) for r in raw["testing"]).values())
+    extra = sum(v - 1 for v in Counter(key(r) for r in raw["training"]).values())
+    log.append(f"train: {extra} extra copies of a normalised response ({raw_dups} before removing "
+               f"@USER/<URL>); dropped {dup} copies (first kept), {conflict} items of "
+               f"conflicting-label duplicates (all copies), {in_test} responses also in test")
+    test_dup = sum(v - 1 for v in Counter(key(r) for r in raw["testing"]).values())
     log.append(f"test kept intact ({test_dup} duplicate normalised responses in it)")
     rows, empty = [], 0
     for split, items in (("train", keep_train), ("test", list(enumerate(raw["testing"])))):

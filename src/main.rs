@@ -156,6 +156,10 @@ enum Cmd {
         input: PathBuf,
         #[arg(long)]
         out: PathBuf,
+        /// Prepend the item's context turns of the last N seconds, exactly as
+        /// `sarcasmd eval` builds its context condition (0 = the text alone).
+        #[arg(long, default_value_t = 0.0)]
+        context_s: f32,
     },
 }
 
@@ -328,7 +332,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             out,
             config,
         } => features(&manifest, &out, config.as_deref()),
-        Cmd::Embed { input, out } => embed(&input, &out),
+        Cmd::Embed {
+            input,
+            out,
+            context_s,
+        } => embed(&input, &out, context_s),
         Cmd::Eval {
             manifest,
             config,
@@ -597,7 +605,10 @@ fn features(manifest: &Path, out: &Path, config: Option<&Path>) -> anyhow::Resul
     Ok(0)
 }
 
-fn embed(input: &Path, out: &Path) -> anyhow::Result<i32> {
+fn embed(input: &Path, out: &Path, context_s: f32) -> anyhow::Result<i32> {
+    if !(context_s.is_finite() && context_s >= 0.0) {
+        anyhow::bail!("--context-s must be a number of seconds >= 0, got {context_s}");
+    }
     let cfg = Config::default();
     let store = ModelStore::new(models::model_dir(cfg.models.dir.as_deref()), true)?;
     let m = store
@@ -611,7 +622,11 @@ fn embed(input: &Path, out: &Path) -> anyhow::Result<i32> {
     let mut w = BufWriter::new(std::fs::File::create(out)?);
     for (k, it) in items.iter().enumerate() {
         let text = it.text.as_deref().unwrap_or("");
-        let e = enc.embed(text)?;
+        let e = if context_s > 0.0 {
+            enc.embed(&sarcasmd::eval::text_with_context(it, text, context_s))?
+        } else {
+            enc.embed(text)?
+        };
         serde_json::to_writer(&mut w, &serde_json::json!({"id": it.id, "embedding": e}))?;
         w.write_all(b"\n")?;
         if (k + 1) % 2000 == 0 {

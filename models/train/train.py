@@ -134,6 +134,13 @@ def export_lr(path, model):
     return hashlib.sha256(raw).hexdigest(), d
 
 
+def text_keys(rows):
+    """Short hashes of the normalised gold texts a head was trained on. `sarcasmd eval`
+    hashes its items the same way (src/eval/mod.rs, `text_key`) and marks every row
+    that scores an item its heads have seen."""
+    return sorted({hashlib.sha256(t.encode()).hexdigest()[:8] for t in (data.norm_text(r["text"]) for r in rows) if t})
+
+
 def write_head(out_dir, name, model, feature_version, training, metrics, version):
     sha, d = export_lr(os.path.join(out_dir, f"{name}.onnx"), model)
     meta = {"name": name, "version": version, "feature_version": feature_version, "input_dim": d,
@@ -301,19 +308,20 @@ def main():
     video_model = fit_lr(Vx, y[vi], C_video)
 
     split_text = {"train": f"MUStARD++ utterances minus speech-clip scenes ({len(mpp)})" + (f" + FigLang 2020 Reddit+Twitter training ({len(fig)})" if best_extra == "figlang" else ""),
-                  "selection": "5-fold stratified CV over the MUStARD++ part, seed 13", "C": best_C}
+                  "selection": "5-fold stratified CV over the MUStARD++ part, seed 13", "C": best_C,
+                  "item_text_sha8": text_keys(mpp + (fig if best_extra == "figlang" else []))}
     speech_desc = f"{len(have)} speech clips (House extension + MUStARD++ samples), 5-fold StratifiedGroupKFold seed 13, out-of-fold figures; shipped head refit on all clips"
     write_head(a.out, "text_head", text_model, TEXT_FEATURE_VERSION, split_text,
                {"mustardpp_cv5": best_m, "speech_clips_whisper": results["T (Whisper transcript)"],
                 "speech_clips_gold": results["T (gold transcript)"]}, rng_version)
     write_head(a.out, "audio_head", audio_model, a.prosody_version,
-               {"train": speech_desc, "C": C_audio}, {"speech_clips_oof": results["A (prosody)"]}, rng_version)
+               {"train": speech_desc, "C": C_audio, "item_text_sha8": text_keys(have)}, {"speech_clips_oof": results["A (prosody)"]}, rng_version)
     write_head(a.out, "video_head", video_model, a.vision_version,
                {"train": f"{len(vi)} House clips whose video shows a face (of {n_video} with video), same folds; shipped head refit on them",
-                "C": C_video}, {"house_video_oof": vtab["V"]}, rng_version)
+                "C": C_video, "item_text_sha8": text_keys([have[i] for i in vi])}, {"house_video_oof": vtab["V"]}, rng_version)
     write_head(a.out, "fusion_head", fusion_model, FUSION_FEATURE_VERSION,
                {"train": speech_desc + "; inputs: [logit p_text (Whisper transcript), logit p_audio, logit p_video (out-of-fold), has_text, has_video], "
-                "each clip also with text masked and with video masked"},
+                "each clip also with text masked and with video masked", "item_text_sha8": text_keys(have)},
                {"speech_clips_oof": results["fused, as served (masked late fusion over the views present)"],
                 "house_all_views_oof": vtab["fused, as served"]}, rng_version)
 

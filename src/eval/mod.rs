@@ -11,10 +11,11 @@
 
 pub mod metrics;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
 use crate::audio::{AudioSource, WavSource};
 use crate::config::Config;
@@ -32,6 +33,8 @@ use metrics::{best_threshold, expected_calibration_error, Baselines, Scores};
 pub const CONTEXT_WORDS_PER_S: f32 = 2.5;
 /// Bins of the expected calibration error.
 pub const ECE_BINS: usize = 10;
+/// Field of a head's `training` metadata listing `text_key`s of its training items.
+pub const TRAINING_KEYS_FIELD: &str = "item_text_sha8";
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {
@@ -108,6 +111,89 @@ pub struct ItemResult {
     /// The item has audio but the pipeline found no utterance: the served system said
     /// nothing, which the "served" rows count as "not sarcastic".
     pub silent: bool,
+    /// `text_key` of the gold transcript: matched against the heads' training items.
+    #[serde(skip)]
+    pub gold_key: Option<String>,
+}
+
+/// The key under which heads record the items they were trained on: the first 8 hex
+/// digits of SHA-256 over the gold text lowercased, stripped of everything but letters,
+/// digits, `_` and whitespace, whitespace collapsed (`text_keys` in
+/// models/train/train.py, which uses Python's `\w`). Matching on text rather than ids
+/// also catches the same utterance under another corpus's id (688 MUStARD items are
+/// MUStARD++ items).
+pub fn text_key(text: &str) -> Option<String> {
+    let kept: String = text
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == '_' || c.is_whitespace())
+        .collect();
+    let norm = kept.split_whitespace().collect::<Vec<_>>().join(" ");
+    if norm.is_empty() {
+        return None;
+    }
+    let digest = Sha256::digest(norm.as_bytes());
+    Some(digest[..4].iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// What each head was trained on (from its metadata), by view.
+#[derive(Debug, Default)]
+pub struct TrainingKeys {
+    /// "text", "audio", "video", "fusion" -> keys; a head without the record is absent.
+    pub by_head: BTreeMap<&'static str, HashSet<String>>,
+}
+
+impl TrainingKeys {
+    fn heads_of(views: &str) -> Vec<&'static str> {
+        let mut h: Vec<&'static str> = views
+            .split('+')
+            .map(|v| match v {
+                "T" => "text",
+                "A" => "audio",
+                _ => "video",
+            })
+            .collect();
+        if h.len() > 1 {
+            h.push("fusion");
+        }
+        h
+    }
+
+    /// Items of a row that a head scoring them was trained on (for "served", the heads
+    /// of the views each item has); `None` when no head records its training items
+    /// (heads from before the record existed).
+    fn seen(&self, views: &str, items: &[&ItemResult]) -> Option<usize> {
+        if self.by_head.is_empty() {
+            return None;
+        }
+        let row_heads = (views != SERVED).then(|| Self::heads_of(views));
+        Some(
+            items
+                .iter()
+                .filter(|r| {
+                    let Some(k) = &r.gold_key else { return false };
+                    let heads = match &row_heads {
+                        Some(h) => h.clone(),
+                        None => {
+                            let present: Vec<&str> = ["T", "A", "V"]
+                                .into_iter()
+                                .filter(|v| r.p.contains_key(*v))
+                                .collect();
+                            if present.is_empty() {
+                                Vec::new()
+                            } else {
+                                Self::heads_of(&present.join("+"))
+                            }
+                        }
+                    };
+                    heads
+                        .iter()
+                        .filter_map(|h| self.by_head.get(h))
+                        .any(|set| set.contains(k))
+                })
+                .count(),
+        )
+    }
 }
 
 /// Views a configuration needs, in table order. T+V is absent: the fusion head was
@@ -141,6 +227,9 @@ pub struct Row {
     pub ece: Option<f64>,
     /// Threshold maximising macro-F1 on these very items (optimistic) and that figure.
     pub oracle_threshold: Option<(f32, f64)>,
+    /// Items of this row whose gold text a head scoring them was trained on: a row with
+    /// any is not a test figure. `None`: the heads do not record it.
+    pub seen_in_training: Option<usize>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -160,7 +249,10 @@ pub struct HeadInfo {
     pub name: String,
     pub label: String,
     pub feature_version: String,
+    /// The metadata's training record, without the list of training keys.
     pub training: serde_json::Value,
+    /// Training items the head records (by `text_key`), if it records them.
+    pub training_items_recorded: Option<usize>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -204,6 +296,12 @@ pub fn context_text(item: &ManifestItem, context_s: f32) -> (String, usize) {
     }
     taken.reverse();
     (taken.join(" "), words)
+}
+
+/// `text` after the item's last `context_s` seconds of context: the context condition's
+/// input to the text view (also what `sarcasmd embed --context-s` embeds for training).
+pub fn text_with_context(item: &ManifestItem, text: &str, context_s: f32) -> String {
+    with_context(&context_text(item, context_s).0, text)
 }
 
 fn with_context(context: &str, text: &str) -> String {
@@ -324,19 +422,30 @@ pub fn evaluate(
         return Err(EvalError::NothingToScore(split));
     }
 
-    let rows = build_rows(
-        &items,
-        fusion.threshold,
-        use_context.then_some(opts.context_s),
-    );
-    let agreement = agreement(&items);
     let mut heads = Vec::new();
-    let mut push_head = |name: &str, h: &crate::fusion::Head| {
+    let mut keys = TrainingKeys::default();
+    let mut push_head = |name: &'static str, h: &crate::fusion::Head| {
+        let mut training = h.meta.training.clone();
+        let recorded = training
+            .as_object_mut()
+            .and_then(|m| m.remove(TRAINING_KEYS_FIELD))
+            .and_then(|v| {
+                v.as_array().map(|a| {
+                    a.iter()
+                        .filter_map(|k| k.as_str().map(str::to_string))
+                        .collect::<HashSet<String>>()
+                })
+            });
+        let n = recorded.as_ref().map(HashSet::len);
+        if let Some(set) = recorded {
+            keys.by_head.insert(name, set);
+        }
         heads.push(HeadInfo {
             name: name.into(),
             label: h.label(),
             feature_version: h.meta.feature_version.clone(),
-            training: h.meta.training.clone(),
+            training,
+            training_items_recorded: n,
         })
     };
     if let Some(h) = &fusion.text {
@@ -347,6 +456,13 @@ pub fn evaluate(
         push_head("video", h);
     }
     push_head("fusion", &fusion.fused);
+    let rows = build_rows(
+        &items,
+        fusion.threshold,
+        use_context.then_some(opts.context_s),
+        &keys,
+    );
+    let agreement = agreement(&items);
 
     let any_audio = items.iter().any(|r| r.has_audio);
     Ok(EvalReport {
@@ -394,6 +510,7 @@ fn score_item(
         context_words: 0,
         p: BTreeMap::new(),
         silent: false,
+        gold_key: it.text.as_deref().and_then(text_key),
     };
     let (mut p_audio, mut p_video) = (None, None);
     let mut asr_text = None;
@@ -482,6 +599,7 @@ fn row(
     labels: &[bool],
     p: &[Option<f32>],
     threshold: f32,
+    seen_in_training: Option<usize>,
 ) -> Row {
     let predicted: Vec<bool> = p
         .iter()
@@ -503,10 +621,16 @@ fn row(
         baselines: Baselines::of(labels),
         ece: has_p.then(|| expected_calibration_error(&yl, &pl, ECE_BINS)),
         oracle_threshold: has_p.then(|| best_threshold(&yl, &pl)),
+        seen_in_training,
     }
 }
 
-fn build_rows(items: &[ItemResult], threshold: f32, context_s: Option<f32>) -> Vec<Row> {
+fn build_rows(
+    items: &[ItemResult],
+    threshold: f32,
+    context_s: Option<f32>,
+    trained_on: &TrainingKeys,
+) -> Vec<Row> {
     let full: Vec<&ItemResult> = items
         .iter()
         .filter(|r| r.annotators.len() >= 2 && r.annotators.iter().all(|&a| a == r.annotators[0]))
@@ -546,7 +670,8 @@ fn build_rows(items: &[ItemResult], threshold: f32, context_s: Option<f32>) -> V
                 .map(|r| r.label.unwrap_or(false))
                 .collect();
             let p: Vec<Option<f32>> = rows_items.iter().map(|r| r.p.get(&key).copied()).collect();
-            rows.push(row(&views, ctx, subset, &labels, &p, threshold));
+            let seen = trained_on.seen(&views, &rows_items.iter().map(|r| **r).collect::<Vec<_>>());
+            rows.push(row(&views, ctx, subset, &labels, &p, threshold, seen));
         }
         // Human agreement with the gold label: the annotators' majority vote.
         let voted: Vec<(&&ItemResult, bool)> = its
@@ -571,6 +696,7 @@ fn build_rows(items: &[ItemResult], threshold: f32, context_s: Option<f32>) -> V
                 baselines: Baselines::of(&labels),
                 ece: None,
                 oracle_threshold: None,
+                seen_in_training: None,
             });
         }
     }
@@ -594,7 +720,8 @@ fn build_rows(items: &[ItemResult], threshold: f32, context_s: Option<f32>) -> V
         let labels: Vec<bool> = its.iter().map(|(_, y)| *y).collect();
         let p: Vec<Option<f32>> = its.iter().map(|(r, _)| r.p.get(view).copied()).collect();
         let subset = format!("vs its {} label", modality_name(view));
-        rows.push(row(view, None, &subset, &labels, &p, threshold));
+        let seen = trained_on.seen(view, &its.iter().map(|(r, _)| *r).collect::<Vec<_>>());
+        rows.push(row(view, None, &subset, &labels, &p, threshold, seen));
     }
     rows
 }
@@ -676,13 +803,13 @@ pub fn render(report: &EvalReport) -> String {
     );
     let _ = writeln!(
         s,
-        "| views | context | subset | n | sarcastic | P | R | macro-F1 | acc | ECE | random F1 | majority F1 |"
+        "| views | context | subset | n | sarcastic | P | R | macro-F1 | acc | ECE | random F1 | majority F1 | seen in training |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &report.rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.views,
             r.context_s
                 .map(|c| format!("{c:.0} s"))
@@ -697,6 +824,35 @@ pub fn render(report: &EvalReport) -> String {
             r.ece.map(pct).unwrap_or_else(|| "-".into()),
             pct(r.baselines.random_f1_macro),
             pct(r.baselines.majority_f1_macro),
+            match r.seen_in_training {
+                Some(0) => "0".to_string(),
+                Some(k) => format!("**{k}**"),
+                None => "?".into(),
+            },
+        );
+    }
+    if report
+        .rows
+        .iter()
+        .any(|r| r.seen_in_training.unwrap_or(0) > 0)
+    {
+        let _ = writeln!(
+            s,
+            "\n**seen in training**: that many of the row's items have the normalised text of an \
+             item one of its heads was trained on (for a text head, the same words get the same \
+             score), so the row overstates held-out accuracy; with most items seen it is not a \
+             test figure. Evaluate held-out items, or heads trained without them (`--heads`)."
+        );
+    }
+    if report
+        .rows
+        .iter()
+        .any(|r| r.seen_in_training.is_none() && r.views != "annotators' majority")
+    {
+        let _ = writeln!(
+            s,
+            "\n`?`: no head of that row records its training items (older metadata), so \
+             whether it saw these items is unknown."
         );
     }
     if let Some(r) = report
@@ -759,7 +915,11 @@ pub fn render(report: &EvalReport) -> String {
                 .unwrap_or_else(|| h.training.to_string()),
             v => v.to_string(),
         };
-        let _ = writeln!(s, "- {} `{}`: {}", h.name, h.label, training);
+        let recorded = h
+            .training_items_recorded
+            .map(|n| format!(" ({n} training texts recorded)"))
+            .unwrap_or_default();
+        let _ = writeln!(s, "- {} `{}`: {}{}", h.name, h.label, training, recorded);
     }
     if !report.items_skipped.is_empty() {
         let _ = writeln!(
@@ -804,6 +964,20 @@ mod tests {
         assert_eq!(with_context("", "x"), "x");
     }
 
+    #[test]
+    fn text_key_matches_the_training_scripts_normalisation() {
+        // Values from models/train/train.py `text_keys` (Python's re and hashlib).
+        assert_eq!(
+            text_key("Well, she’s my patient that’s what you do with patients.").as_deref(),
+            Some("8fdd4f01")
+        );
+        assert_eq!(
+            text_key("  Oh   GREAT... another_meeting! Ünïcode ok?").as_deref(),
+            Some("68bd7053")
+        );
+        assert_eq!(text_key(" ?! "), None);
+    }
+
     fn result(id: &str, label: bool, p: &[(&str, f32)], annotators: &[bool]) -> ItemResult {
         ItemResult {
             id: id.into(),
@@ -821,6 +995,7 @@ mod tests {
             context_words: 0,
             p: p.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             silent: false,
+            gold_key: text_key(&format!("text of {id}")),
         }
     }
 
@@ -872,7 +1047,7 @@ mod tests {
                 &[false, false, false],
             ),
         ];
-        let rows = build_rows(&items, 0.5, Some(15.0));
+        let rows = build_rows(&items, 0.5, Some(15.0), &TrainingKeys::default());
         let find = |v: &str, ctx: bool, subset: &str| {
             rows.iter()
                 .find(|r| r.views == v && r.context_s.is_some() == ctx && r.subset == subset)
@@ -905,16 +1080,22 @@ mod tests {
         let mut silent = result("s", true, &[], &[]);
         silent.silent = true;
         silent.has_audio = true;
-        let items = vec![
-            result("1", true, &[("A", 0.8), ("served", 0.8)], &[]),
-            silent,
-        ];
-        let rows = build_rows(&items, 0.5, None);
+        let mut seen = result("1", true, &[("A", 0.8), ("served", 0.8)], &[]);
+        seen.gold_key = text_key("seen before");
+        let items = vec![seen, silent];
+        let mut keys = TrainingKeys::default();
+        keys.by_head
+            .insert("audio", HashSet::from([text_key("Seen before!").unwrap()]));
+        let rows = build_rows(&items, 0.5, None, &keys);
         let served = rows.iter().find(|r| r.views == SERVED).unwrap();
         assert_eq!(served.scores.n, 2);
         assert_eq!(served.scores.confusion.fn_, 1);
         let a = rows.iter().find(|r| r.views == "A").unwrap();
         assert_eq!(a.scores.n, 1);
+        // The audio head recorded item 1's text (other punctuation and case): both rows
+        // using the audio head say so.
+        assert_eq!(a.seen_in_training, Some(1));
+        assert_eq!(served.seen_in_training, Some(1));
         // ECE only over the item with a probability.
         assert!((served.ece.unwrap() - 0.2).abs() < 1e-6);
         let text = render(&EvalReport {
@@ -935,6 +1116,8 @@ mod tests {
             items,
         });
         assert!(text.contains("| served | none | all | 2 | 2 |"), "{text}");
+        assert!(text.contains("| **1** |"), "{text}");
+        assert!(text.contains("overstates held-out accuracy"), "{text}");
         assert!(text.contains("| sarcastic | 1 | 1 |"), "{text}");
     }
 }

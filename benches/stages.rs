@@ -116,6 +116,19 @@ fn benches(c: &mut Criterion) {
         c.bench_function("heads/fusion", |b| {
             b.iter(|| f.fuse(Some(0.7), Some(0.4), None).unwrap())
         });
+        // Guards: the extras head (5 outputs, ~24 linear units over the 512-d text
+        // embedding, softmax/clip) that runs after the text head on every transcribed
+        // utterance; it must stay a small fraction of the text stage, far inside the
+        // heads' 5 ms budget (a regression here would be e.g. a heavier graph or a
+        // second embedding slipping in).
+        if let (Some(h), Some(t)) = (&f.extras, &engine.text) {
+            let e = t
+                .embed("Oh great, another meeting that could have been an email.")
+                .unwrap();
+            c.bench_function("heads/extras", |b| {
+                b.iter(|| h.predict(black_box(&e)).unwrap())
+            });
+        }
     }
     vision_benches(c);
     // Guards: Whisper per 5 s and 10 s of speech (trimmed encoder), the dominant stage

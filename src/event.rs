@@ -7,6 +7,7 @@ use std::io::Write;
 use serde::Serialize;
 
 use crate::asr::AsrSegment;
+use crate::extras::Extras;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Views {
@@ -84,6 +85,10 @@ pub struct UtteranceEvent {
     /// Whisper segments (times in stream seconds) and the hallucination guards that fired.
     pub asr_segments: Vec<AsrSegment>,
     pub asr_guards: Vec<&'static str>,
+    /// MUStARD++ extras (emotions, sarcasm type, valence, arousal) from the text
+    /// embedding; null without a text view score (no transcript, text view off or shed)
+    /// or without an extras head in the heads dir.
+    pub extras: Option<Extras>,
     /// Feature vectors, only when requested (`sarcasmd features`); not serialised.
     #[serde(skip)]
     pub features: Option<UtteranceFeatures>,

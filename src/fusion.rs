@@ -13,6 +13,7 @@ use thiserror::Error;
 use tract_onnx::prelude::*;
 
 use crate::config::FieldError;
+use crate::extras::ExtrasHead;
 use crate::onnx::{self, InputSpec, OnnxError, Runnable};
 
 /// Feature versions this build produces.
@@ -117,6 +118,57 @@ pub struct HeadMeta {
     pub metrics: serde_json::Value,
 }
 
+/// A head's files after every check: metadata parsed (the raw JSON too, for heads with
+/// extra metadata), feature version as expected, ONNX bytes matching the checksum.
+pub(crate) struct CheckedHead {
+    pub meta: HeadMeta,
+    pub meta_json: String,
+    pub onnx_path: PathBuf,
+    pub bytes: Vec<u8>,
+}
+
+pub(crate) fn read_checked(
+    dir: &Path,
+    name: &str,
+    expected_feature_version: &str,
+) -> Result<CheckedHead, HeadError> {
+    let meta_path = dir.join(format!("{name}.json"));
+    let onnx_path = dir.join(format!("{name}.onnx"));
+    let meta_json = std::fs::read_to_string(&meta_path).map_err(|e| HeadError::Meta {
+        path: meta_path.clone(),
+        reason: e.to_string(),
+    })?;
+    let meta: HeadMeta = serde_json::from_str(&meta_json).map_err(|e| HeadError::Meta {
+        path: meta_path.clone(),
+        reason: e.to_string(),
+    })?;
+    if meta.feature_version != expected_feature_version {
+        return Err(HeadError::FeatureVersion {
+            path: meta_path,
+            found: meta.feature_version,
+            expected: expected_feature_version.into(),
+        });
+    }
+    let bytes = std::fs::read(&onnx_path).map_err(|e| HeadError::Meta {
+        path: onnx_path.clone(),
+        reason: e.to_string(),
+    })?;
+    let found = crate::models::sha256_bytes(&bytes);
+    if found != meta.onnx_sha256 {
+        return Err(HeadError::Checksum {
+            path: onnx_path,
+            found,
+            expected: meta.onnx_sha256,
+        });
+    }
+    Ok(CheckedHead {
+        meta,
+        meta_json,
+        onnx_path,
+        bytes,
+    })
+}
+
 #[derive(Clone)]
 pub struct Head {
     pub meta: HeadMeta,
@@ -126,40 +178,16 @@ pub struct Head {
 impl Head {
     /// Load `<dir>/<name>.onnx` after checking `<dir>/<name>.json`.
     pub fn load(dir: &Path, name: &str, expected_feature_version: &str) -> Result<Self, HeadError> {
-        let meta_path = dir.join(format!("{name}.json"));
-        let onnx_path = dir.join(format!("{name}.onnx"));
-        let meta: HeadMeta = std::fs::read_to_string(&meta_path)
-            .map_err(|e| e.to_string())
-            .and_then(|s| serde_json::from_str(&s).map_err(|e| e.to_string()))
-            .map_err(|reason| HeadError::Meta {
-                path: meta_path.clone(),
-                reason,
-            })?;
-        if meta.feature_version != expected_feature_version {
-            return Err(HeadError::FeatureVersion {
-                path: meta_path,
-                found: meta.feature_version,
-                expected: expected_feature_version.into(),
-            });
-        }
-        let bytes = std::fs::read(&onnx_path).map_err(|e| HeadError::Meta {
-            path: onnx_path.clone(),
-            reason: e.to_string(),
-        })?;
-        let found = crate::models::sha256_bytes(&bytes);
-        if found != meta.onnx_sha256 {
-            return Err(HeadError::Checksum {
-                path: onnx_path,
-                found,
-                expected: meta.onnx_sha256,
-            });
-        }
+        let checked = read_checked(dir, name, expected_feature_version)?;
         let runnable = onnx::load_bytes(
-            &onnx_path.display().to_string(),
-            &bytes,
-            &[InputSpec::f32(&[Some(1), Some(meta.input_dim)])],
+            &checked.onnx_path.display().to_string(),
+            &checked.bytes,
+            &[InputSpec::f32(&[Some(1), Some(checked.meta.input_dim)])],
         )?;
-        Ok(Self { meta, runnable })
+        Ok(Self {
+            meta: checked.meta,
+            runnable,
+        })
     }
 
     /// Probability of the sarcastic class.
@@ -197,7 +225,7 @@ impl Head {
     }
 }
 
-/// The three heads, loaded once.
+/// The heads, loaded once.
 #[derive(Clone)]
 pub struct Fusion {
     pub text: Option<Head>,
@@ -205,6 +233,9 @@ pub struct Fusion {
     /// Loaded when a frame source is configured.
     pub video: Option<Head>,
     pub fused: Head,
+    /// MUStARD++ extras (emotions, sarcasm type, valence, arousal) from the text
+    /// embedding: loaded with the text view when `extras_head.*` exist in the heads dir.
+    pub extras: Option<ExtrasHead>,
     pub threshold: f32,
 }
 
@@ -232,11 +263,17 @@ impl Fusion {
             None
         };
         let fused = Head::load(&dir, "fusion_head", FUSION_FEATURE_VERSION)?;
+        let extras = if with_text {
+            ExtrasHead::load_if_present(&dir)?
+        } else {
+            None
+        };
         Ok(Self {
             text,
             audio,
             video,
             fused,
+            extras,
             threshold: cfg.threshold,
         })
     }

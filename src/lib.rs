@@ -15,6 +15,7 @@ pub mod daemon;
 pub mod devices;
 pub mod eval;
 pub mod event;
+pub mod extras;
 pub mod fusion;
 pub mod manifest;
 pub mod metrics;

@@ -181,6 +181,9 @@ impl Engine {
                 models.insert("video_head".into(), h.label());
             }
             models.insert("fusion_head".into(), f.fused.label());
+            if let Some(h) = &f.extras {
+                models.insert("extras_head".into(), h.label());
+            }
             Some(f)
         } else {
             None
@@ -1494,6 +1497,7 @@ fn analyse(
     let t = Instant::now();
     let mut embedding = None;
     let mut p_text = None;
+    let mut extras = None;
     if let Some(enc) = engine.text.as_ref().filter(|_| !transcript.text.is_empty()) {
         let input = if cfg.context.text_uses_context {
             let prev = ctx
@@ -1509,6 +1513,10 @@ fn analyse(
         let e = enc.embed(&input)?;
         if let Some(head) = engine.fusion.as_ref().and_then(|f| f.text.as_ref()) {
             p_text = Some(head.predict(&e)?);
+        }
+        // The extras head runs on the same embedding (its time counts in `text`).
+        if let Some(head) = engine.fusion.as_ref().and_then(|f| f.extras.as_ref()) {
+            extras = Some(head.predict(&e)?);
         }
         embedding = Some(e);
     }
@@ -1577,6 +1585,7 @@ fn analyse(
             Vec::new()
         },
         asr_guards: transcript.guards,
+        extras,
         features: with_features.then_some(UtteranceFeatures {
             text_embedding: embedding,
             prosody: functionals.values,

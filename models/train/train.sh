@@ -15,3 +15,6 @@ prosody_version=$(grep -o 'PROSODY_FEATURE_VERSION: &str = "[^"]*"' -r src/proso
 vision_version=$(grep -o 'VISION_FEATURE_VERSION: &str = "[^"]*"' -r src/vision | head -1 | sed 's/.*"\(.*\)"/\1/')
 "$venv/bin/python" models/train/train.py --data "$data" --bin target/release/sarcasmd \
   --work "$cache/train" --out models/heads --prosody-version "$prosody_version" --vision-version "$vision_version"
+# Extras head (MUStARD++ emotions, sarcasm type, valence, arousal; models/heads/EXTRAS.md).
+python3 scripts/manifests.py --data "$data"
+"$venv/bin/python" models/train/extras.py --bin target/release/sarcasmd --work "$cache/train" --out models/heads

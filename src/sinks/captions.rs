@@ -425,6 +425,7 @@ mod tests {
                 })
                 .collect(),
             asr_guards: vec![],
+            extras: None,
             features: None,
         }
     }

@@ -2,15 +2,7 @@
 # Retrain the heads in models/heads/ from ../shared/data with the daemon's own features.
 # Usage: models/train/train.sh [--data DIR]   (default: ../shared/data beside the repo)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-data="../shared/data"
-[ "${1:-}" = "--data" ] && data="$2"
-[ -d "$data" ] || { echo "error: $data not found (the training corpora live in ../shared/data)" >&2; exit 2; }
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/sarcasmd"
-venv="$cache/venv-train"
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/pip" install -q --disable-pip-version-check -r models/train/requirements.txt
-cargo build --release --locked
+source "$(dirname "$0")/env.sh" "$@"
 prosody_version=$(grep -o 'PROSODY_FEATURE_VERSION: &str = "[^"]*"' -r src/prosody | head -1 | sed 's/.*"\(.*\)"/\1/')
 vision_version=$(grep -o 'VISION_FEATURE_VERSION: &str = "[^"]*"' -r src/vision | head -1 | sed 's/.*"\(.*\)"/\1/')
 "$venv/bin/python" models/train/train.py --data "$data" --bin target/release/sarcasmd \

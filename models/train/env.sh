@@ -1,0 +1,11 @@
+# Sourced by train.sh and protocols.sh: repo root as cwd, the corpora dir ($data, from
+# `--data DIR` or ../shared/data), the training venv ($venv) and a release build.
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+data="../shared/data"
+[ "${1:-}" = "--data" ] && data="$2"
+[ -d "$data" ] || { echo "error: $data not found (the training corpora live in ../shared/data)" >&2; exit 2; }
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/sarcasmd"
+venv="$cache/venv-train"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/pip" install -q --disable-pip-version-check -r models/train/requirements.txt
+cargo build --release --locked

@@ -137,7 +137,7 @@ enum Cmd {
         #[arg(long)]
         gold_text: bool,
         /// Seconds of preceding context for the context rows; 0 leaves them out.
-        #[arg(long, default_value_t = 15.0)]
+        #[arg(long, default_value_t = 15.0, value_parser = seconds_at_least_zero)]
         context_s: f32,
         /// Only items of this split (e.g. `test`).
         #[arg(long)]
@@ -158,7 +158,7 @@ enum Cmd {
         out: PathBuf,
         /// Prepend the item's context turns of the last N seconds, exactly as
         /// `sarcasmd eval` builds its context condition (0 = the text alone).
-        #[arg(long, default_value_t = 0.0)]
+        #[arg(long, default_value_t = 0.0, value_parser = seconds_at_least_zero)]
         context_s: f32,
     },
 }
@@ -353,9 +353,6 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             };
             if heads.is_some() {
                 cfg.fusion.heads_dir = heads;
-            }
-            if !(context_s.is_finite() && context_s >= 0.0) {
-                anyhow::bail!("--context-s must be a number of seconds >= 0, got {context_s}");
             }
             let manifest = Manifest::load(&manifest).map_err(DaemonError::from)?;
             let with_video = manifest.items.iter().any(|it| it.video.is_some());
@@ -605,10 +602,15 @@ fn features(manifest: &Path, out: &Path, config: Option<&Path>) -> anyhow::Resul
     Ok(0)
 }
 
-fn embed(input: &Path, out: &Path, context_s: f32) -> anyhow::Result<i32> {
-    if !(context_s.is_finite() && context_s >= 0.0) {
-        anyhow::bail!("--context-s must be a number of seconds >= 0, got {context_s}");
+/// `--context-s`: refused by clap (exit 2, with usage) unless a finite number >= 0.
+fn seconds_at_least_zero(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds >= 0")),
     }
+}
+
+fn embed(input: &Path, out: &Path, context_s: f32) -> anyhow::Result<i32> {
     let cfg = Config::default();
     let store = ModelStore::new(models::model_dir(cfg.models.dir.as_deref()), true)?;
     let m = store

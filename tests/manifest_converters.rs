@@ -220,21 +220,7 @@ fn every_corpus_converts_to_a_loadable_manifest_with_the_documented_counts() {
     assert_eq!(count(mm, "test"), (2409, 1037));
     assert_eq!(count(mm, "train").0, 19816 - 357 - 1);
     assert_eq!(count(mm, "dev").0, 2410 - 28);
-    let test_text: HashSet<String> = in_split(mm, "test")
-        .iter()
-        .map(|i| norm(i.text.as_deref().unwrap()))
-        .collect();
-    for it in mm
-        .items
-        .iter()
-        .filter(|i| i.split.as_deref() != Some("test"))
-    {
-        assert!(
-            !test_text.contains(&norm(it.text.as_deref().unwrap())),
-            "{} overlaps test",
-            it.id
-        );
-    }
+    assert_no_test_text_outside_test(mm);
 
     // SarcNet: Multi_label as label, Text_label as labels.text; test intact.
     let sn = &m["sarcnet.jsonl"];
@@ -242,21 +228,7 @@ fn every_corpus_converts_to_a_loadable_manifest_with_the_documented_counts() {
     // Train/dev items whose normalised text occurs in test are dropped (10 and 7).
     assert_eq!(count(sn, "train").0, 1998 - 10);
     assert_eq!(count(sn, "dev").0, 671 - 7);
-    let test_text: HashSet<String> = in_split(sn, "test")
-        .iter()
-        .map(|i| norm(i.text.as_deref().unwrap()))
-        .collect();
-    for it in sn
-        .items
-        .iter()
-        .filter(|i| i.split.as_deref() != Some("test"))
-    {
-        assert!(
-            !test_text.contains(&norm(it.text.as_deref().unwrap())),
-            "{}",
-            it.id
-        );
-    }
+    assert_no_test_text_outside_test(sn);
     assert!(sn.items.iter().all(|i| i.modality_labels.text.is_some()));
     let lang = raw_field(&path("sarcnet.jsonl"), "language");
     let zh = lang.values().filter(|v| *v == "zh").count();
@@ -371,4 +343,24 @@ fn a_missing_data_dir_is_a_clear_error() {
         .output()
         .expect("python3");
     assert!(!run.status.success(), "wrote into the repo");
+}
+
+/// No train/dev item has the normalised text of a test item (the official test is kept
+/// intact and the other splits are cleaned of its texts).
+fn assert_no_test_text_outside_test(m: &Manifest) {
+    let test_text: HashSet<String> = in_split(m, "test")
+        .iter()
+        .map(|i| norm(i.text.as_deref().unwrap()))
+        .collect();
+    for it in m
+        .items
+        .iter()
+        .filter(|i| i.split.as_deref() != Some("test"))
+    {
+        assert!(
+            !test_text.contains(&norm(it.text.as_deref().unwrap())),
+            "{} overlaps test",
+            it.id
+        );
+    }
 }

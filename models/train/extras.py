@@ -40,7 +40,7 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, os.path.dirname(__file__))
 import data  # noqa: E402
-from train import CLIP_SD, SEED, TEXT_FEATURE_VERSION, embed, fit_lr, standardise  # noqa: E402
+from train import CLIP_SD, SEED, TEXT_FEATURE_VERSION, embed, fit_lr, save_onnx, standardise  # noqa: E402
 
 FOLDS = [f"fold{i}" for i in range(5)]
 CLS_TASKS = ["emotion_implicit", "emotion_explicit", "sarcasm_type"]
@@ -136,12 +136,7 @@ def export(path, sc, heads):
         outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, k]))
     g = helper.make_graph(nodes, "extras_head", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, d])],
                           outputs, inits)
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="sarcasmd-train")
-    m.ir_version = 8
-    onnx.checker.check_model(m)
-    raw = m.SerializeToString()
-    with open(path, "wb") as f:
-        f.write(raw)
+    raw = save_onnx(g, path)
     return hashlib.sha256(raw).hexdigest(), d, len(raw)
 
 

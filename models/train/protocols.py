@@ -21,7 +21,6 @@ so the SI test never takes part in a choice.
   models/train/protocols.sh        # the wrapper: venv, build, manifests, this script
 """
 import argparse
-import hashlib
 import json
 import os
 import random
@@ -34,7 +33,8 @@ from sklearn.model_selection import StratifiedGroupKFold
 
 sys.path.insert(0, os.path.dirname(__file__))
 from metrics import baselines, prf, row  # noqa: E402
-from train import SEED, TEXT_FEATURE_VERSION, fit_lr, predict, sh, text_keys, write_head  # noqa: E402
+from data import read_jsonl  # noqa: E402
+from train import SEED, TEXT_FEATURE_VERSION, embed, fit_lr, predict, text_keys, write_head  # noqa: E402
 
 C_GRID = [0.003, 0.01, 0.03]
 # Extra corpora (training splits only) and the cap on items taken from each, so a
@@ -47,32 +47,6 @@ EXTRAS = {
     "headlines": (["news_headlines"], None),
 }
 EXTRA_CAP = 6000
-
-
-def read_jsonl(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def write_jsonl(path, rows):
-    with open(path, "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
-
-
-def embed(bin_, rows, work, name, context_s=0.0):
-    """`sarcasmd embed` over a manifest of these rows; cached by content and context."""
-    payload = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
-    h = hashlib.sha256((payload + f"ctx={context_s}").encode()).hexdigest()[:16]
-    inp = os.path.join(work, f"{name}-{h}.manifest.jsonl")
-    out = os.path.join(work, f"{name}-{h}.emb.jsonl")
-    if not os.path.exists(out):
-        with open(inp, "w", encoding="utf-8") as f:
-            f.write(payload)
-        sh([bin_, "embed", "--in", inp, "--out", out + ".tmp", "--context-s", str(context_s)])
-        os.replace(out + ".tmp", out)
-    emb = {r["id"]: r["embedding"] for r in read_jsonl(out)}
-    return np.array([emb[r["id"]] for r in rows], dtype=np.float32)
 
 
 def choose_C(X, y, groups, n_in):

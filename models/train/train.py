@@ -48,16 +48,19 @@ def sh(cmd):
     subprocess.run(cmd, check=True)
 
 
-def embed(bin_, rows, work, name):
-    """Embeddings by `sarcasmd embed`, cached by content hash."""
-    payload = "".join(json.dumps({"id": r["id"], "text": r["text"]}, ensure_ascii=False) + "\n" for r in rows)
-    h = hashlib.sha256(payload.encode()).hexdigest()[:16]
+def embed(bin_, rows, work, name, context_s=0.0):
+    """Embeddings by `sarcasmd embed`, cached by content hash. With `context_s` the
+    daemon prepends each row's `context` turns of the last `context_s` seconds (the rule
+    `sarcasmd eval` uses for its context condition)."""
+    keys = ("id", "text", "context") if context_s else ("id", "text")
+    payload = "".join(json.dumps({k: r[k] for k in keys if k in r}, ensure_ascii=False) + "\n" for r in rows)
+    h = hashlib.sha256((payload if not context_s else payload + f"ctx={context_s}").encode()).hexdigest()[:16]
     inp = os.path.join(work, f"{name}-{h}.in.jsonl")
     out = os.path.join(work, f"{name}-{h}.emb.jsonl")
     if not os.path.exists(out):
         with open(inp, "w", encoding="utf-8") as f:
             f.write(payload)
-        sh([bin_, "embed", "--in", inp, "--out", out + ".tmp"])
+        sh([bin_, "embed", "--in", inp, "--out", out + ".tmp", "--context-s", str(context_s)])
         os.replace(out + ".tmp", out)
     emb = {r["id"]: r["embedding"] for r in data.read_jsonl(out)}
     return np.array([emb[r["id"]] for r in rows], dtype=np.float32)
@@ -125,13 +128,20 @@ def export_lr(path, model):
          numpy_helper.from_array(np.array(-CLIP_SD, np.float32), "lo"), numpy_helper.from_array(np.array(CLIP_SD, np.float32), "hi"),
          numpy_helper.from_array(w.reshape(d, 1), "w"), numpy_helper.from_array(np.array([b], np.float32), "b")],
     )
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="sarcasmd-train")
+    raw = save_onnx(g, path)
+    return hashlib.sha256(raw).hexdigest(), d
+
+
+def save_onnx(graph, path):
+    """The one way heads are written: opset 13, IR 8 (what tract reads), checked; returns
+    the bytes written."""
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="sarcasmd-train")
     m.ir_version = 8
     onnx.checker.check_model(m)
     raw = m.SerializeToString()
     with open(path, "wb") as f:
         f.write(raw)
-    return hashlib.sha256(raw).hexdigest(), d
+    return raw
 
 
 def fit_gated(Z, y, l2=0.1):

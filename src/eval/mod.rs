@@ -330,18 +330,27 @@ impl Scorer<'_> {
         })
     }
 
-    /// Every configuration whose views the item has, plus "served".
+    /// Every configuration whose views the item has, plus "served". With `context`, `t`
+    /// is the text view's score on context + text and only configurations with T are
+    /// filled (under `ctx_key` names): the others do not read context.
     fn fill(
         &self,
         r: &mut ItemResult,
         t: Option<f32>,
         a: Option<f32>,
         v: Option<f32>,
-        suffix: impl Fn(&str) -> String,
+        context: bool,
     ) -> Result<(), EvalError> {
+        let key = |name: &str| {
+            if context {
+                ctx_key(name)
+            } else {
+                name.to_string()
+            }
+        };
         for (name, ut, ua, uv) in CONFIGS {
             let have = (!ut || t.is_some()) && (!ua || a.is_some()) && (!uv || v.is_some());
-            if !have || (suffix(name) != name && !ut) {
+            if !have || (context && !ut) {
                 continue;
             }
             let pick = |used: bool, p: Option<f32>| if used { p } else { None };
@@ -353,7 +362,7 @@ impl Scorer<'_> {
                     source,
                 })?;
             if let Some(p) = p {
-                r.p.insert(suffix(name), p);
+                r.p.insert(key(name), p);
             }
         }
         let served = self
@@ -364,7 +373,7 @@ impl Scorer<'_> {
                 source,
             })?;
         if let Some(p) = served {
-            r.p.insert(suffix(SERVED), p);
+            r.p.insert(key(SERVED), p);
         }
         Ok(())
     }
@@ -578,13 +587,13 @@ fn score_item(
         Some(t) => Some(scorer.text(&it.id, t)?),
         None => None,
     };
-    scorer.fill(&mut r, p_text, p_audio, p_video, |n| n.to_string())?;
+    scorer.fill(&mut r, p_text, p_audio, p_video, false)?;
     if use_context {
         if let Some(t) = &text {
             let (ctx, words) = context_text(it, opts.context_s);
             r.context_words = words;
             let p_ctx = scorer.text(&it.id, &with_context(&ctx, t))?;
-            scorer.fill(&mut r, Some(p_ctx), p_audio, p_video, ctx_key)?;
+            scorer.fill(&mut r, Some(p_ctx), p_audio, p_video, true)?;
         }
     }
     r.text = text;

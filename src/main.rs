@@ -617,7 +617,7 @@ fn embed(input: &Path, out: &Path, context_s: f32) -> anyhow::Result<i32> {
         .get("usem3")
         .map_err(|e| DaemonError::Engine(e.into()))?;
     let t = store
-        .get("usem3-tokenizer")
+        .get("usem3-spm")
         .map_err(|e| DaemonError::Engine(e.into()))?;
     let enc = sarcasmd::text::TextEncoder::load(&m.path, &t.path, &cfg.text)?;
     let items = Manifest::load(input).map_err(DaemonError::from)?.items;

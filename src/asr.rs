@@ -47,6 +47,10 @@ pub struct AsrConfig {
     /// ends (the one-shot baseline of `sarcasmd bench`). With streaming on, interim
     /// text (`interim_every_ms` > 0) comes from these steps at no extra cost.
     pub stream_step_ms: u32,
+    /// Load shedding step 2: a smaller Whisper model (one of the `model` names) that
+    /// decodes final transcripts while the analyser is behind. Loaded at start, so it
+    /// costs its memory all the time. Empty = none (the step is skipped).
+    pub fallback_model: String,
 }
 
 impl Default for AsrConfig {
@@ -60,6 +64,7 @@ impl Default for AsrConfig {
             auto_languages: vec!["en".into(), "de".into()],
             interim_every_ms: 0,
             stream_step_ms: 1000,
+            fallback_model: String::new(),
         }
     }
 }
@@ -119,6 +124,39 @@ impl AsrConfig {
                 ));
             }
         }
+        if !self.fallback_model.is_empty() {
+            let field = "asr.fallback_model";
+            if !KNOWN_MODELS.contains(&self.fallback_model.as_str()) {
+                return Err(FieldError::new(
+                    field,
+                    format!(
+                        "`{}` is not one of {} (or empty for none)",
+                        self.fallback_model,
+                        KNOWN_MODELS.join(", ")
+                    ),
+                ));
+            }
+            if model_cost_rank(&self.fallback_model) >= model_cost_rank(&self.model) {
+                return Err(FieldError::new(
+                    field,
+                    format!(
+                        "`{}` is not smaller than asr.model `{}` (smallest first: {})",
+                        self.fallback_model,
+                        self.model,
+                        BY_COST.join(", ")
+                    ),
+                ));
+            }
+            if self.language != "en" && self.fallback_model.contains(".en") {
+                return Err(FieldError::new(
+                    field,
+                    format!(
+                        "`{}` is English-only but asr.language is `{}`",
+                        self.fallback_model, self.language
+                    ),
+                ));
+            }
+        }
         if !(1..=16).contains(&self.threads) {
             return Err(FieldError::new("asr.threads", "must be within 1..=16"));
         }
@@ -135,6 +173,21 @@ impl AsrConfig {
     pub fn store_name(&self) -> String {
         format!("whisper-{}", self.model)
     }
+
+    /// The model-store name of the fallback model, if one is configured.
+    pub fn fallback_store_name(&self) -> Option<String> {
+        (!self.fallback_model.is_empty()).then(|| format!("whisper-{}", self.fallback_model))
+    }
+}
+
+/// The models from cheapest to dearest to run (file size order).
+const BY_COST: &[&str] = &["tiny.en-q8_0", "tiny.en", "base-q8_0", "base"];
+
+fn model_cost_rank(model: &str) -> usize {
+    BY_COST
+        .iter()
+        .position(|m| *m == model)
+        .unwrap_or(usize::MAX)
 }
 
 #[derive(Debug, Error)]
@@ -504,6 +557,29 @@ pub fn collapse_repeats(s: &str) -> (String, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fallback_model_must_be_smaller_and_speak_the_language() {
+        let cfg = |model: &str, language: &str, fallback: &str| AsrConfig {
+            model: model.into(),
+            language: language.into(),
+            fallback_model: fallback.into(),
+            ..Default::default()
+        };
+        assert!(cfg("base-q8_0", "en", "tiny.en-q8_0").validate().is_ok());
+        assert!(cfg("base", "de", "base-q8_0").validate().is_ok());
+        assert!(cfg("tiny.en-q8_0", "en", "").validate().is_ok());
+        for (c, why) in [
+            (cfg("tiny.en-q8_0", "en", "base-q8_0"), "not smaller"),
+            (cfg("tiny.en-q8_0", "en", "tiny.en-q8_0"), "not smaller"),
+            (cfg("base-q8_0", "auto", "tiny.en-q8_0"), "English-only"),
+            (cfg("base-q8_0", "en", "small"), "is not one of"),
+        ] {
+            let e = c.validate().unwrap_err();
+            assert_eq!(e.field, "asr.fallback_model");
+            assert!(e.reason.contains(why), "{}", e.reason);
+        }
+    }
 
     #[test]
     fn loops_are_collapsed_but_emphasis_kept() {

@@ -77,15 +77,33 @@ pub struct Config {
 }
 
 /// What the board promises; violations are counted and reported, not enforced.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+/// Latency budget and load shedding (see `crate::shed` for the order of the steps).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BudgetConfig {
     /// End of speech -> event, in milliseconds (hangover included). 0 = no budget.
     pub event_latency_ms: u32,
-    /// Load shedding: while further finished utterances wait for analysis, or one has
+    /// Shedding step 1: while shedding, the camera is analysed at this rate instead of
+    /// `vision.analyse_fps`. 0, or not below `analyse_fps`, skips the step.
+    pub shed_vision_fps: f32,
+    /// Shedding step 3: while further finished utterances wait for analysis, or one has
     /// waited past `event_latency_ms`, those longer than this (ms of speech) get only
     /// the audio view, no transcript or text view (counted as `text_shed`). 0 = never.
     pub shed_text_over_ms: u32,
+    /// Take one shedding step back after this many utterances in a row were analysed
+    /// on time (none waiting, budget kept).
+    pub recover_after: u32,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        Self {
+            event_latency_ms: 0,
+            shed_vision_fps: 1.0,
+            shed_text_over_ms: 0,
+            recover_after: 3,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
@@ -370,6 +388,18 @@ impl Config {
             return Err(FieldError::new(
                 "budget.event_latency_ms",
                 "must be at most 600000 (0 = no budget)",
+            ));
+        }
+        if !(0.0..=60.0).contains(&self.budget.shed_vision_fps) {
+            return Err(FieldError::new(
+                "budget.shed_vision_fps",
+                "must be within 0..=60 (0 = keep the camera rate while shedding)",
+            ));
+        }
+        if !(1..=1000).contains(&self.budget.recover_after) {
+            return Err(FieldError::new(
+                "budget.recover_after",
+                "must be within 1..=1000 utterances",
             ));
         }
         self.captions.validate(self.output.include_transcript)?;

@@ -27,6 +27,7 @@ pub mod reconnect;
 pub mod resources;
 pub mod segment;
 pub mod service;
+pub mod shed;
 pub mod sinks;
 pub mod streaming;
 pub mod text;

@@ -375,10 +375,35 @@ impl Collector for LiveCollector {
         family(
             &mut enc,
             "load_shed",
-            "Work skipped to keep up, by kind (text_view: long utterances scored by the audio view alone while the analyser was behind)",
+            "Work skipped to keep up, by kind (vision_frames: camera frames skipped at the lowered rate; asr_fallback: final transcripts decoded by the smaller asr.fallback_model; text_view: long utterances scored by the audio view alone while the analyser was behind)",
             MetricType::Counter,
             "kind",
-            &[("text_view", get(&c.text_shed) as f64)],
+            &[
+                ("vision_frames", get(&c.shed.vision_frames_shed) as f64),
+                ("asr_fallback", get(&c.shed.fallback_decodes) as f64),
+                ("text_view", get(&c.text_shed) as f64),
+            ],
+        )?;
+        {
+            use crate::shed::ShedStep;
+            family(
+                &mut enc,
+                "shed_steps_taken",
+                "Load shedding steps taken, in their order: vision_fps, asr_model, text",
+                MetricType::Counter,
+                "step",
+                &[
+                    ("vision_fps", c.shed.taken(ShedStep::VisionFps) as f64),
+                    ("asr_model", c.shed.taken(ShedStep::AsrModel) as f64),
+                    ("text", c.shed.taken(ShedStep::Text) as f64),
+                ],
+            )?;
+        }
+        gauge(
+            &mut enc,
+            "shed_level",
+            "Load shedding steps in force now (0 = nothing shed)",
+            c.shed.level() as f64,
         )?;
         let spec = get(&c.speculative_finals);
         family(

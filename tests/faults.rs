@@ -403,3 +403,78 @@ fn a_lost_interval_becomes_a_gap_event_and_later_times_include_it() {
         sink.0[1].start_s
     );
 }
+
+/// A file read as fast as possible puts the analyser behind at once (the segmenter
+/// queues every utterance within a second): the ladder takes its model step, so the
+/// utterances decoded meanwhile name the smaller model, and gives it back for the
+/// last one, which has nobody waiting behind it.
+#[test]
+fn a_backlog_switches_final_decodes_to_the_fallback_model_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let wav = meeting(dir.path(), "m.wav", LINES_A);
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        "[asr]\nmodel = \"tiny.en\"\nfallback_model = \"tiny.en-q8_0\"\n[budget]\nrecover_after = 1\n",
+    )
+    .unwrap();
+    let stats = dir.path().join("stats.json");
+    let out = std::process::Command::new(common::bin())
+        .current_dir(dir.path())
+        .arg("replay")
+        .arg(&wav)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--stats")
+        .arg(&stats)
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let evs: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|e: &serde_json::Value| e["type"] == "utterance")
+        .collect();
+    assert_eq!(evs.len(), LINES_A.len(), "{log}");
+    let model = |e: &serde_json::Value| e["models"]["asr"].as_str().unwrap().to_string();
+    let by_fallback: Vec<&serde_json::Value> = evs
+        .iter()
+        .filter(|e| model(e).starts_with("whisper-tiny.en-q8_0@"))
+        .collect();
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    let shed = &s["shed"];
+    println!(
+        "fallback decodes: {} of {}; shed {shed}",
+        by_fallback.len(),
+        evs.len()
+    );
+    assert_eq!(shed["steps"], serde_json::json!(["asr_model"]), "{s}");
+    assert!(!by_fallback.is_empty(), "{log}");
+    assert_eq!(
+        shed["fallback_decodes"].as_u64().unwrap(),
+        by_fallback.len() as u64
+    );
+    assert!(shed["asr_model_taken"].as_u64().unwrap() >= 1, "{s}");
+    assert!(shed["recoveries"].as_u64().unwrap() >= 1, "{s}");
+    assert!(log.contains("shedding AsrModel"), "{log}");
+    // The last utterance had nobody waiting: decoded by the configured model again.
+    assert!(
+        model(evs.last().unwrap()).starts_with("whisper-tiny.en@"),
+        "{evs:?}"
+    );
+    // The smaller model really decoded them: words of the sentence, not just a label.
+    // (Its quality is not judged here: q8_0 tiny.en heard "Oh great, another meeting
+    // ..." as "All great, a hahah, meeting at cut-up in an email.")
+    for e in &by_fallback {
+        let t = e["transcript"].as_str().unwrap().to_lowercase();
+        let i = e["id"].as_u64().unwrap() as usize;
+        let hits = LINES_A[i]
+            .to_lowercase()
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| w.len() > 3 && t.contains(*w))
+            .count();
+        assert!(hits >= 2, "utterance {i}: {t:?} vs {:?}", LINES_A[i]);
+    }
+}

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use super::{FrameObs, VisionAnalyser, VisionError};
 use crate::audio::SourceGap;
+use crate::shed::{ShedLadder, ShedStep};
 use crate::video::{FrameSource, VideoError, VideoFrame};
 
 #[derive(Debug, Default)]
@@ -152,11 +153,29 @@ pub struct Pacing {
     pub started: Instant,
 }
 
-/// Read frames, keep those due under `analyse_fps`, queue them. Returns when the source
-/// ends, fails, `halted` is set, or the analyser is gone.
+/// How many frames per second to analyse: `analyse_fps`, or `shed_fps` while the load
+/// shedding ladder has taken its frame-rate step.
+#[derive(Clone, Copy)]
+pub struct FrameRate<'a> {
+    pub analyse_fps: f32,
+    pub shed: Option<(&'a ShedLadder<'a>, f32)>,
+}
+
+impl FrameRate<'_> {
+    pub fn fixed(analyse_fps: f32) -> Self {
+        Self {
+            analyse_fps,
+            shed: None,
+        }
+    }
+}
+
+/// Read frames, keep those due under the frame rate, queue them. Returns when the
+/// source ends, fails, `halted` is set, or the analyser is gone.
+#[allow(clippy::too_many_arguments)]
 pub fn read_frames(
     mut source: Box<dyn FrameSource>,
-    analyse_fps: f32,
+    rate: FrameRate,
     tx: Sender<VideoFrame>,
     oldest: Receiver<VideoFrame>,
     counters: &VisionCounters,
@@ -168,8 +187,10 @@ pub fn read_frames(
     // Only a live source takes frames back out of the queue. For a file this handle
     // must go, so a send fails (instead of waiting forever) once the analyser is gone.
     let oldest = live.then_some(oldest);
-    let period_s = 1.0 / analyse_fps as f64;
-    let mut next_due_s = f64::NEG_INFINITY;
+    let period_s = 1.0 / rate.analyse_fps as f64;
+    let mut last_kept_s = f64::NEG_INFINITY;
+    // The frames the normal rate would keep: those skipped among them are the shed ones.
+    let mut normal_last_s = f64::NEG_INFINITY;
     counters.source_running.store(true, Ordering::Relaxed);
     let res = (|| {
         // `source_failed` is also set when the vision stage stops on an error.
@@ -187,12 +208,26 @@ pub fn read_frames(
                     std::thread::sleep(wait);
                 }
             }
+            let shed = rate
+                .shed
+                .filter(|(ladder, _)| ladder.is_active(ShedStep::VisionFps));
+            let period = shed.map_or(period_s, |(_, fps)| 1.0 / fps as f64);
             // A small tolerance so a 15 fps source at 5 fps keeps every third frame.
-            if frame.t_s + 1e-6 < next_due_s {
+            let due_normally = frame.t_s + 1e-6 >= normal_last_s + period_s;
+            if due_normally {
+                normal_last_s = frame.t_s;
+            }
+            if frame.t_s + 1e-6 < last_kept_s + period {
                 counters.frames_skipped.fetch_add(1, Ordering::Relaxed);
+                if let Some((ladder, _)) = shed.filter(|_| due_normally) {
+                    ladder
+                        .counters()
+                        .vision_frames_shed
+                        .fetch_add(1, Ordering::Relaxed);
+                }
                 continue;
             }
-            next_due_s = frame.t_s + period_s;
+            last_kept_s = frame.t_s;
             if live {
                 let mut frame = frame;
                 loop {
@@ -316,7 +351,7 @@ mod tests {
         let halted = || false;
         read_frames(
             Box::new(src),
-            5.0,
+            FrameRate::fixed(5.0),
             tx,
             rx.clone(),
             &counters,
@@ -333,5 +368,58 @@ mod tests {
         let kept: Vec<f64> = rx.try_iter().map(|f| f.t_s).collect();
         assert_eq!(kept.len(), 4);
         assert!((kept[3] - 100.0 / 15.0).abs() < 1e-9, "{kept:?}");
+    }
+
+    #[test]
+    fn the_shedding_step_lowers_the_frame_rate_and_counts_what_it_skipped() {
+        use crate::shed::{Applicable, ShedCounters};
+        let shed_counters = ShedCounters::default();
+        let ladder = ShedLadder::new(
+            Applicable {
+                vision_fps: true,
+                ..Default::default()
+            },
+            1,
+            &shed_counters,
+        );
+        ladder.observe(true);
+        let run = |ladder: &ShedLadder| {
+            let counters = VisionCounters::default();
+            let (tx, rx) = crossbeam_channel::bounded(200);
+            let src = Frames {
+                n: 100,
+                fps: 15.0,
+                live: false,
+            };
+            let rate = FrameRate {
+                analyse_fps: 5.0,
+                shed: Some((ladder, 1.0)),
+            };
+            read_frames(
+                Box::new(src),
+                rate,
+                tx,
+                rx.clone(),
+                &counters,
+                None,
+                &|| false,
+                &mut |_| {},
+            )
+            .unwrap();
+            counters.stats(true)
+        };
+        // 6.7 s at 15 fps: 1 fps while shedding keeps 7 frames, 5 fps would keep 34.
+        let s = run(&ladder);
+        assert_eq!((s.frames_in, s.frames_skipped), (100, 93));
+        assert_eq!(
+            shed_counters.vision_frames_shed.load(Ordering::Relaxed),
+            34 - 7
+        );
+        // Given back: the normal rate again.
+        ladder.observe(false);
+        assert!(!ladder.is_active(ShedStep::VisionFps));
+        let s = run(&ladder);
+        assert_eq!(s.frames_skipped, 66);
+        assert_eq!(shed_counters.vision_frames_shed.load(Ordering::Relaxed), 27);
     }
 }

@@ -222,12 +222,7 @@ mod tests {
     #[test]
     fn embedded_lock_parses_and_names_core_models() {
         let l = lock().unwrap();
-        for n in [
-            "whisper-tiny.en-q8_0",
-            "silero-vad",
-            "usem3",
-            "usem3-spm",
-        ] {
+        for n in ["whisper-tiny.en-q8_0", "silero-vad", "usem3", "usem3-spm"] {
             assert!(
                 l.outputs.iter().any(|o| o.name == n),
                 "{n} missing from lock"

@@ -339,8 +339,10 @@ pub fn word_edits(reference: &[String], hypothesis: &[String]) -> usize {
     prev[hypothesis.len()]
 }
 
-/// Reset this process's peak RSS so each run reports its own (Linux >= 4.0).
+/// Reset this process's peak RSS so each run reports its own (Linux >= 4.0), after
+/// handing back what the previous run freed.
 fn reset_peak_rss() {
+    crate::resources::release_freed_memory();
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 

@@ -498,6 +498,8 @@ fn run_with_stop(
         ..opts
     };
     let result = pipeline::run_stream_av(&engine, cfg, source, frames, &mut sink, &opts);
+    // A reload starts a new stream in this process: give the old one's memory back.
+    crate::resources::release_freed_memory();
     drop(watchdog);
     let stream_cpu_s = crate::resources::cpu_seconds() - cpu0;
     ticker_done.store(true, Ordering::Relaxed);

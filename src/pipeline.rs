@@ -473,13 +473,18 @@ pub fn run_stream_av(
         _ => None,
     };
     let vision_on = vision.is_some();
+    // Shedding only where someone waits for the events: a file read as fast as possible
+    // (`replay FILE`, `features`, `eval`) is always "behind", and its events must not
+    // depend on thread timing.
+    let sheds = live || opts.realtime;
     let ladder = ShedLadder::new(
         Applicable {
-            vision_fps: vision_on
+            vision_fps: sheds
+                && vision_on
                 && cfg.budget.shed_vision_fps > 0.0
                 && cfg.budget.shed_vision_fps < cfg.vision.analyse_fps,
-            asr_model: engine.asr_fallback.is_some(),
-            text: cfg.budget.shed_text_over_ms > 0 && engine.text.is_some(),
+            asr_model: sheds && engine.asr_fallback.is_some(),
+            text: sheds && cfg.budget.shed_text_over_ms > 0 && engine.text.is_some(),
         },
         cfg.budget.recover_after,
         &counters.shed,
@@ -1523,6 +1528,8 @@ fn analyse(
     }
     let shed_text = behind && ladder.is_active(ShedStep::Text) && end_s - start_s > shed_over;
     let use_fallback = ladder.is_active(ShedStep::AsrModel) && fallback.is_some();
+    // A speculative final was decoded by the main model during the pause.
+    let mut decoded_by_fallback = false;
     let asr = match fallback {
         Some(f) if use_fallback => f,
         _ => asr,
@@ -1551,6 +1558,7 @@ fn analyse(
                 .shed
                 .fallback_decodes
                 .fetch_add(1, Ordering::Relaxed);
+            decoded_by_fallback = true;
         }
         tr
     } else {
@@ -1559,6 +1567,7 @@ fn analyse(
                 .shed
                 .fallback_decodes
                 .fetch_add(1, Ordering::Relaxed);
+            decoded_by_fallback = true;
         }
         let mut tr = asr.transcribe(&utt.audio)?;
         let offset_s = utt.audio_start as f64 / RATE;
@@ -1656,7 +1665,7 @@ fn analyse(
         models: {
             let mut m = engine.models.clone();
             // Which Whisper decoded this transcript (load shedding may have switched).
-            if let Some(f) = m.remove("asr_fallback").filter(|_| use_fallback) {
+            if let Some(f) = m.remove("asr_fallback").filter(|_| decoded_by_fallback) {
                 m.insert("asr".into(), f);
             }
             m

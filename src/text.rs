@@ -56,8 +56,8 @@ pub enum TextError {
 #[derive(Clone)]
 pub struct TextEncoder {
     /// The encoder's own SentencePiece model, run by the sentencepiece library: the
-    /// ids the encoder was trained with, and ~36 MB resident (the `tokenizers`
-    /// crate's Unigram trie for the same 128k pieces held ~126 MB).
+    /// ids the encoder was trained with, and ~35 MiB resident (the `tokenizers`
+    /// crate's Unigram trie for the same 128k pieces held ~123 MiB).
     tokenizer: Arc<sentencepiece::SentencePieceProcessor>,
     runnable: Runnable,
     max_tokens: usize,

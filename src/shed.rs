@@ -18,7 +18,7 @@
 //! (the last one first). Only the analyser thread moves the ladder; the frame reader
 //! reads its state.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use serde::Serialize;
 
@@ -53,7 +53,8 @@ pub struct ShedCounters {
     /// Times each step was taken, and steps given back.
     taken: [AtomicU64; 3],
     recoveries: AtomicU64,
-    /// Steps taken now, and the most at once.
+    /// Steps of the current stream's ladder in force now (the ladder's only state
+    /// besides its on-time run), and the most at once.
     level: AtomicUsize,
     max_level: AtomicUsize,
     /// Work skipped under each step: frames, utterances decoded by the fallback model.
@@ -78,9 +79,6 @@ impl ShedCounters {
 pub struct ShedLadder<'a> {
     steps: Vec<ShedStep>,
     recover_after: u64,
-    /// How many steps of `steps` are taken (0 = nothing shed).
-    level: AtomicUsize,
-    active: [AtomicBool; 3],
     on_time_run: AtomicU64,
     counters: &'a ShedCounters,
 }
@@ -113,8 +111,6 @@ impl<'a> ShedLadder<'a> {
         Self {
             steps,
             recover_after: recover_after.max(1) as u64,
-            level: AtomicUsize::new(0),
-            active: Default::default(),
             on_time_run: AtomicU64::new(0),
             counters,
         }
@@ -123,13 +119,12 @@ impl<'a> ShedLadder<'a> {
     /// An utterance starts its analysis, behind or on time: move the ladder. Returns
     /// the step taken (true) or given back (false), if any, for the log.
     pub fn observe(&self, behind: bool) -> Option<(ShedStep, bool)> {
-        let level = self.level.load(Ordering::Relaxed);
         let c = self.counters;
+        let level = c.level();
         if behind {
             self.on_time_run.store(0, Ordering::Relaxed);
             let step = *self.steps.get(level)?;
-            self.set(level + 1);
-            self.active[step.index()].store(true, Ordering::Relaxed);
+            c.level.store(level + 1, Ordering::Relaxed);
             c.taken[step.index()].fetch_add(1, Ordering::Relaxed);
             c.max_level.fetch_max(level + 1, Ordering::Relaxed);
             return Some((step, true));
@@ -140,19 +135,14 @@ impl<'a> ShedLadder<'a> {
         }
         self.on_time_run.store(0, Ordering::Relaxed);
         let step = self.steps[level - 1];
-        self.active[step.index()].store(false, Ordering::Relaxed);
-        self.set(level - 1);
+        c.level.store(level - 1, Ordering::Relaxed);
         c.recoveries.fetch_add(1, Ordering::Relaxed);
         Some((step, false))
     }
 
-    fn set(&self, level: usize) {
-        self.level.store(level, Ordering::Relaxed);
-        self.counters.level.store(level, Ordering::Relaxed);
-    }
-
+    /// The first `level` steps of the ladder are in force.
     pub fn is_active(&self, step: ShedStep) -> bool {
-        self.active[step.index()].load(Ordering::Relaxed)
+        self.steps[..self.counters.level()].contains(&step)
     }
 
     pub fn counters(&self) -> &ShedCounters {
@@ -163,7 +153,7 @@ impl<'a> ShedLadder<'a> {
         let c = self.counters;
         ShedStats {
             steps: self.steps.clone(),
-            level: self.level.load(Ordering::Relaxed),
+            level: c.level(),
             max_level: c.max_level.load(Ordering::Relaxed),
             vision_fps_taken: c.taken(ShedStep::VisionFps),
             asr_model_taken: c.taken(ShedStep::AsrModel),

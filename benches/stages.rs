@@ -7,6 +7,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use sarcasmd::asr::{AsrConfig, Urgency};
 use sarcasmd::audio::PIPELINE_RATE_HZ;
 use sarcasmd::config::Config;
 use sarcasmd::pipeline::Engine;
@@ -147,9 +148,19 @@ fn benches(c: &mut Criterion) {
     g.bench_function("whisper_10s", |b| {
         b.iter(|| asr.transcribe(black_box(&talk[..16_000 * 10])).unwrap())
     });
+    // Guards `asr.final_threads`: a second thread on the decode an event waits on must
+    // stay clearly faster than one (ggml's workers busy-wait, so it can also be slower).
+    let two = AsrConfig {
+        final_threads: 2,
+        ..cfg.asr.clone()
+    };
+    let mut asr2 = engine.asr.stream(&two).unwrap();
+    g.bench_function("whisper_5s_final_threads_2", |b| {
+        b.iter(|| asr2.transcribe(black_box(&talk[..16_000 * 5])).unwrap())
+    });
     g.bench_function("stream_step_2s_words", |b| {
         b.iter(|| {
-            asr.transcribe_with(black_box(&talk[..16_000 * 2]), true)
+            asr.transcribe_with(black_box(&talk[..16_000 * 2]), true, Urgency::Captions)
                 .unwrap()
         })
     });

@@ -25,9 +25,14 @@ pub struct AsrConfig {
     pub model: String,
     /// `en`, `de` or `auto` (detect per utterance; needs a multilingual model).
     pub language: String,
-    /// whisper.cpp threads. On 2 cores 1 is faster while the rest of the pipeline runs
-    /// (ggml's workers busy-wait).
+    /// whisper.cpp threads for decodes only captions wait on (streaming steps while
+    /// someone speaks, interim text). On 2 cores 1 is cheaper while the rest of the
+    /// pipeline runs (ggml's workers busy-wait).
     pub threads: u32,
+    /// whisper.cpp threads for decodes an event waits on: the final transcript and
+    /// streaming's speculative decode at a pause. 0 = `threads`. These run while the
+    /// speaker is silent, when the VAD and prosody need little CPU.
+    pub final_threads: u32,
     /// Segments whose no-speech probability exceeds this are dropped as non-speech.
     pub no_speech_threshold: f32,
     /// Run the encoder only over the audio present (plus a margin) instead of the full
@@ -59,6 +64,7 @@ impl Default for AsrConfig {
             model: "tiny.en-q8_0".into(),
             language: "en".into(),
             threads: 1,
+            final_threads: 0,
             no_speech_threshold: 0.6,
             trim_encoder: true,
             auto_languages: vec!["en".into(), "de".into()],
@@ -160,6 +166,12 @@ impl AsrConfig {
         if !(1..=16).contains(&self.threads) {
             return Err(FieldError::new("asr.threads", "must be within 1..=16"));
         }
+        if self.final_threads > 16 {
+            return Err(FieldError::new(
+                "asr.final_threads",
+                "must be within 0..=16 (0 = asr.threads)",
+            ));
+        }
         if !(0.0..=1.0).contains(&self.no_speech_threshold) {
             return Err(FieldError::new(
                 "asr.no_speech_threshold",
@@ -167,6 +179,15 @@ impl AsrConfig {
             ));
         }
         Ok(())
+    }
+
+    /// whisper.cpp threads for a decode of this urgency.
+    pub fn threads_for(&self, urgency: Urgency) -> u32 {
+        match urgency {
+            Urgency::Captions => self.threads,
+            Urgency::Event if self.final_threads > 0 => self.final_threads,
+            Urgency::Event => self.threads,
+        }
     }
 
     /// The model-store name of the configured Whisper model.
@@ -338,12 +359,22 @@ pub struct AsrStream {
     first_special_token: i32,
 }
 
+/// Who waits on a decode; sets its thread count (`asr.threads` / `asr.final_threads`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Urgency {
+    /// Only captions: streaming steps during speech, interim text.
+    Captions,
+    /// An utterance event: its final transcript, or the speculative decode at a pause.
+    Event,
+}
+
 /// whisper.cpp refuses input shorter than 1 s; pad with a little margin.
 const MIN_SAMPLES: usize = PIPELINE_RATE_HZ as usize * 105 / 100;
 
 impl AsrStream {
+    /// A final transcript of `samples` (one-shot decoding).
     pub fn transcribe(&mut self, samples: &[f32]) -> Result<Transcript, AsrError> {
-        self.transcribe_with(samples, false)
+        self.transcribe_with(samples, false, Urgency::Event)
     }
 
     /// Decode `samples`, with word timings when `want_words` (streaming: one segment,
@@ -352,6 +383,7 @@ impl AsrStream {
         &mut self,
         samples: &[f32],
         want_words: bool,
+        urgency: Urgency,
     ) -> Result<Transcript, AsrError> {
         if let Some(i) = samples.iter().position(|s| !s.is_finite()) {
             return Err(AsrError::NonFinite(i));
@@ -363,13 +395,14 @@ impl AsrStream {
         }
         let seconds = self.padded.len() as f64 / PIPELINE_RATE_HZ as f64;
 
+        let threads = self.cfg.threads_for(urgency);
         let mut p = FullParams::new(SamplingStrategy::Greedy { best_of: 1 });
-        p.set_n_threads(self.cfg.threads as i32);
+        p.set_n_threads(threads as i32);
         p.set_translate(false);
         let lang: &str = if !self.multilingual {
             "en"
         } else if self.cfg.language == "auto" {
-            self.detect_language(seconds)?
+            self.detect_language(seconds, threads as usize)?
         } else {
             self.cfg.language.as_str()
         };
@@ -463,8 +496,7 @@ impl AsrStream {
 
 impl AsrStream {
     /// Most probable language among `auto_languages` (one extra encoder pass).
-    fn detect_language(&mut self, seconds: f64) -> Result<&'static str, AsrError> {
-        let threads = self.cfg.threads as usize;
+    fn detect_language(&mut self, seconds: f64, threads: usize) -> Result<&'static str, AsrError> {
         let err = |source| AsrError::Transcribe { seconds, source };
         self.state.pcm_to_mel(&self.padded, threads).map_err(err)?;
         let (_, probs) = self.state.lang_detect(0, threads).map_err(err)?;
@@ -579,6 +611,23 @@ mod tests {
             assert_eq!(e.field, "asr.fallback_model");
             assert!(e.reason.contains(why), "{}", e.reason);
         }
+    }
+
+    #[test]
+    fn decodes_an_event_waits_on_use_final_threads() {
+        let mut c = AsrConfig {
+            threads: 1,
+            ..Default::default()
+        };
+        // Unset, every decode uses `threads` (configs from before the key keep parsing
+        // and behave as before).
+        assert_eq!(c.threads_for(Urgency::Event), 1);
+        c.final_threads = 2;
+        assert_eq!(c.threads_for(Urgency::Event), 2);
+        assert_eq!(c.threads_for(Urgency::Captions), 1);
+        assert!(c.validate().is_ok());
+        c.final_threads = 17;
+        assert_eq!(c.validate().unwrap_err().field, "asr.final_threads");
     }
 
     #[test]

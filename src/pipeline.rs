@@ -36,7 +36,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::asr::Transcript;
-use crate::asr::{AsrError, AsrModel, AsrStream};
+use crate::asr::{AsrError, AsrModel, AsrStream, Urgency};
 use crate::audio::{AudioError, AudioSource, PIPELINE_RATE_HZ};
 use crate::config::Config;
 use crate::context::{ContextStore, ContextTranscript};
@@ -1377,7 +1377,7 @@ fn interim_loop(
     };
     for req in rx.iter() {
         let t = Instant::now();
-        let tr = match asr.transcribe(&req.audio) {
+        let tr = match asr.transcribe_with(&req.audio, false, Urgency::Captions) {
             Ok(t) => t,
             Err(e) => {
                 log::warn!("interim decode of utterance {} failed: {e}", req.id);

@@ -25,7 +25,7 @@
 //! everyone, Good morning everyone, ..."). Each decode runs with Whisper's encoder
 //! trimmed to the audio it is given.
 
-use crate::asr::{AsrError, AsrSegment, AsrStream, AsrWord, Transcript};
+use crate::asr::{AsrError, AsrSegment, AsrStream, AsrWord, Transcript, Urgency};
 use crate::audio::PIPELINE_RATE_HZ;
 
 const RATE: f64 = PIPELINE_RATE_HZ as f64;
@@ -296,7 +296,13 @@ impl StreamingAsr {
         if !speculative && (uncommitted < MIN_STEP_SAMPLES || !(want_text || long)) {
             return Ok(None);
         }
-        let tr = asr.transcribe_with(&audio[off..], true)?;
+        // The decode at a pause may be the final transcript, so an event waits on it.
+        let urgency = if speculative {
+            Urgency::Event
+        } else {
+            Urgency::Captions
+        };
+        let tr = asr.transcribe_with(&audio[off..], true, urgency)?;
         let guarded = !tr.guards.is_empty();
         let mut hypothesis = absolute_words(&tr, from);
         let tr = self.without_overlap(tr, &mut hypothesis);
@@ -353,7 +359,7 @@ impl StreamingAsr {
             shift(&mut tr, audio_start);
             return Ok((tr, false));
         }
-        let tr = asr.transcribe_with(&audio[off..], true)?;
+        let tr = asr.transcribe_with(&audio[off..], true, Urgency::Event)?;
         let mut words = absolute_words(&tr, from);
         let tr = self.without_overlap(tr, &mut words);
         Ok((join(&committed, tr, from), false))

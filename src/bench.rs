@@ -290,6 +290,8 @@ pub struct BenchReport {
     pub gap_ms: u32,
     /// Memory the bench itself holds for the replayed stream (included in peak RSS).
     pub stream_buffer_mb: f64,
+    /// The CPU this ran on: figures from different CPUs are not comparable.
+    pub cpu: crate::resources::CpuInfo,
     pub config: String,
     pub runs: Vec<RunResult>,
     pub summary: Vec<ModeSummary>,
@@ -562,6 +564,7 @@ pub fn run(
         audio_s: stream.samples.len() as f64 / RATE,
         gap_ms: opts.gap_ms,
         stream_buffer_mb: (stream.samples.len() * 4) as f64 / (1024.0 * 1024.0),
+        cpu: crate::resources::cpu_info(),
         config: config_name.to_string(),
         runs,
         summary,
@@ -574,12 +577,13 @@ pub fn run(
 pub fn table(r: &BenchReport) -> String {
     let mut s = format!(
         "{} clips, {:.0} s of audio with {} ms gaps, real time; medians of {} run(s) per mode; \
-         peak RSS includes the bench's {:.0} MB copy of the stream\n\n",
+         peak RSS includes the bench's {:.0} MB copy of the stream\nCPU: {}\n\n",
         r.clips,
         r.audio_s,
         r.gap_ms,
         r.summary.first().map_or(0, |m| m.runs),
-        r.stream_buffer_mb
+        r.stream_buffer_mb,
+        r.cpu
     );
     s.push_str("| mode | latency p50 ms | p95 ms | p99 ms | audio view p50 ms | CPU-s/audio-s | peak RSS MB | WER | over budget | drops | clips without event |\n");
     s.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");

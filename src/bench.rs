@@ -319,13 +319,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-/// Lowercase words of letters, digits and apostrophes.
-pub fn normalise_words(s: &str) -> Vec<String> {
-    s.split_whitespace()
-        .map(crate::streaming::normalise_word)
-        .filter(|w| !w.is_empty())
-        .collect()
-}
+pub use crate::streaming::normalise_words;
 
 /// Word-level edit distance.
 pub fn word_edits(reference: &[String], hypothesis: &[String]) -> usize {
@@ -391,7 +385,17 @@ pub fn run_once(
     let n = clips.len();
     let mut last_event: Vec<Option<usize>> = vec![None; n];
     let mut texts: Vec<Vec<String>> = vec![Vec::new(); n];
+    // An early-ended event that a later one revises is not the clip's final word: its
+    // speech is in the revising event's transcript too.
+    let revised: std::collections::HashSet<u64> = sink
+        .events
+        .iter()
+        .filter_map(|(ev, _)| ev.revises)
+        .collect();
     for (i, (ev, _)) in sink.events.iter().enumerate() {
+        if revised.contains(&ev.id) {
+            continue;
+        }
         let mid = (ev.start_s + ev.end_s) / 2.0;
         let k = stream.clip_start_s.partition_point(|&s| s <= mid);
         if k == 0 {

@@ -80,7 +80,13 @@ impl ContextStore {
             .collect()
     }
 
+    /// Add the transcript of a finished utterance. Transcripts it overlaps are dropped:
+    /// an utterance that reopens an early-ended one covers the same speech again, and
+    /// the context must not hold it twice.
     pub fn push_transcript(&mut self, t: ContextTranscript) {
+        while self.transcripts.back().is_some_and(|x| x.end_s > t.start_s) {
+            self.transcripts.pop_back();
+        }
         let horizon = t.end_s - self.context_s;
         self.transcripts.push_back(t);
         while self.transcripts.front().is_some_and(|x| x.end_s < horizon) {
@@ -137,5 +143,24 @@ mod tests {
         let t = c.transcripts_before(47.5);
         let names: Vec<_> = t.iter().map(|t| t.text.as_str()).collect();
         assert_eq!(names, vec!["t7", "t8", "t9"]);
+    }
+
+    #[test]
+    fn a_reopened_utterance_replaces_the_early_one() {
+        let mut c = ContextStore::new(15.0, 15.0);
+        let t = |start_s, end_s, text: &str| ContextTranscript {
+            start_s,
+            end_s,
+            text: text.into(),
+        };
+        c.push_transcript(t(1.0, 2.0, "Earlier."));
+        c.push_transcript(t(3.0, 4.0, "How lovely."));
+        c.push_transcript(t(3.0, 7.0, "How lovely, the video call froze."));
+        let names: Vec<_> = c
+            .transcripts_before(9.0)
+            .into_iter()
+            .map(|t| t.text)
+            .collect();
+        assert_eq!(names, ["Earlier.", "How lovely, the video call froze."]);
     }
 }

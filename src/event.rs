@@ -82,6 +82,13 @@ pub struct UtteranceEvent {
     pub models: BTreeMap<String, String>,
     /// Cut at `segment.max_utterance_ms` instead of ended by silence.
     pub forced_split: bool,
+    /// Ended by the sentence-end shortcut (`segment.sentence_end_hangover_ms`) before
+    /// the full hangover: if the speaker goes on within `segment.hangover_ms` of
+    /// `end_s`, a later event with `revises` set to this `id` replaces this one.
+    pub early_end: bool,
+    /// The `id` of an early-ended event this one replaces: the speaker went on after
+    /// it, and this event covers that speech and what followed, decoded as one.
+    pub revises: Option<u64>,
     /// Whisper segments (times in stream seconds) and the hallucination guards that fired.
     pub asr_segments: Vec<AsrSegment>,
     pub asr_guards: Vec<&'static str>,

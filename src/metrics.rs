@@ -422,6 +422,20 @@ impl Collector for LiveCollector {
         )?;
         family(
             &mut enc,
+            "early_ends",
+            "Utterances ended by the sentence-end shortcut, by outcome: kept, or reopened because the speaker went on (a revising event replaced it)",
+            MetricType::Counter,
+            "outcome",
+            &[
+                (
+                    "kept",
+                    get(&c.early_ends).saturating_sub(get(&c.reopened_after_early_end)) as f64,
+                ),
+                ("reopened", get(&c.reopened_after_early_end) as f64),
+            ],
+        )?;
+        family(
+            &mut enc,
             "queue_depth",
             "Items waiting in each bounded queue now (audio ring in samples)",
             MetricType::Gauge,

@@ -237,6 +237,10 @@ pub struct Counters {
     /// Final transcripts taken from the speculative decode at the pause (no decode
     /// after the endpoint).
     pub speculative_finals: AtomicU64,
+    /// Utterances ended by the sentence-end shortcut, and those of them reopened
+    /// because the speaker went on within the full hangover (a revising event follows).
+    pub early_ends: AtomicU64,
+    pub reopened_after_early_end: AtomicU64,
     /// Long utterances that got only the audio view because the analyser was behind.
     pub text_shed: AtomicU64,
     pub ring_fill_samples: AtomicU64,
@@ -315,6 +319,8 @@ pub struct StreamingStats {
     pub steps_shed: u64,
     pub steps_stale: u64,
     pub speculative_finals: u64,
+    pub early_ends: u64,
+    pub reopened_after_early_end: u64,
     pub text_shed: u64,
 }
 
@@ -390,6 +396,8 @@ struct Utterance {
     endpoint_at: Instant,
     /// Audio that passed between the end of speech and the endpoint decision.
     endpoint_delay_samples: u64,
+    /// The early-ended utterance this one reopens and replaces.
+    revises: Option<u64>,
 }
 
 /// Run one audio stream through the whole pipeline until the source ends (or `stop`
@@ -665,6 +673,9 @@ pub fn run_stream_av(
                     let mut step_at: (u64, u64) = (u64::MAX, 0);
                     // Speech end of the pause a speculative step was last sent for.
                     let mut speculated_for: u64 = u64::MAX;
+                    // Id of the last utterance the sentence-end shortcut ended, while
+                    // the speaker may still go on (then the next utterance revises it).
+                    let mut ended_early: Option<u64> = None;
                     loop {
                         seg_counters.heartbeat.beat();
                         let n = cons.pop_slice(&mut tmp);
@@ -744,6 +755,7 @@ pub fn run_stream_av(
                                     post,
                                     endpointer.position(),
                                     &mut next_id,
+                                    &mut ended_early,
                                 );
                             }
                         }
@@ -767,6 +779,7 @@ pub fn run_stream_av(
                                     post,
                                     endpointer.position(),
                                     &mut next_id,
+                                    &mut ended_early,
                                 );
                             }
                             break;
@@ -1070,6 +1083,8 @@ pub fn run_stream_av(
             steps_shed: c.stream_steps_shed.load(Ordering::Relaxed),
             steps_stale: c.stream_steps_stale.load(Ordering::Relaxed),
             speculative_finals: c.speculative_finals.load(Ordering::Relaxed),
+            early_ends: c.early_ends.load(Ordering::Relaxed),
+            reopened_after_early_end: c.reopened_after_early_end.load(Ordering::Relaxed),
             text_shed: c.text_shed.load(Ordering::Relaxed),
         },
         empty_transcripts: c.empty_transcripts.load(Ordering::Relaxed),
@@ -1128,14 +1143,29 @@ fn handle_endpoint(
     post: u64,
     position: u64,
     next_id: &mut u64,
+    ended_early: &mut Option<u64>,
 ) {
     let span = match ev {
-        EndpointEvent::TooShort(_) => {
+        EndpointEvent::TooShort(span) => {
             counters.too_short.fetch_add(1, Ordering::Relaxed);
+            // Nothing went out, so a reopened utterance replaces nothing.
+            if span.early {
+                *ended_early = None;
+            }
             return;
         }
         EndpointEvent::Utterance(span) => span,
     };
+    let revises = if span.continues_early {
+        ended_early.take()
+    } else {
+        None
+    };
+    if revises.is_some() {
+        counters
+            .reopened_after_early_end
+            .fetch_add(1, Ordering::Relaxed);
+    }
     let (audio_start, audio, frames) = {
         let c = ctx.lock().expect("context lock");
         let (a0, audio) = c.audio_range(
@@ -1156,26 +1186,40 @@ fn handle_endpoint(
         frames,
         endpoint_at: Instant::now(),
         endpoint_delay_samples: position.saturating_sub(span.speech_end),
+        revises,
     };
+    *ended_early = None;
+    if span.early {
+        counters.early_ends.fetch_add(1, Ordering::Relaxed);
+    }
     *next_id += 1;
     counters.utterances.fetch_add(1, Ordering::Relaxed);
     counters
         .utterance_queue_depth
         .store(tx.len() as u64 + 1, Ordering::Relaxed);
-    if live {
-        if let Err(TrySendError::Full(u)) = tx.try_send(utt) {
-            counters
-                .utterances_dropped_queue_full
-                .fetch_add(1, Ordering::Relaxed);
-            log::warn!(
-                "utterance {} ({:.2}-{:.2} s) dropped: analysis queue full",
-                u.id,
-                u.span.speech_start as f64 / RATE,
-                u.span.speech_end as f64 / RATE
-            );
+    let id = utt.id;
+    let sent = if live {
+        match tx.try_send(utt) {
+            Ok(()) => true,
+            Err(TrySendError::Full(u)) => {
+                counters
+                    .utterances_dropped_queue_full
+                    .fetch_add(1, Ordering::Relaxed);
+                log::warn!(
+                    "utterance {} ({:.2}-{:.2} s) dropped: analysis queue full",
+                    u.id,
+                    u.span.speech_start as f64 / RATE,
+                    u.span.speech_end as f64 / RATE
+                );
+                false
+            }
+            Err(TrySendError::Disconnected(_)) => false,
         }
     } else {
-        let _ = tx.send(utt);
+        tx.send(utt).is_ok()
+    };
+    if sent && span.early {
+        *ended_early = Some(id);
     }
 }
 
@@ -1671,6 +1715,8 @@ fn analyse(
             m
         },
         forced_split: utt.span.forced,
+        early_end: utt.span.early,
+        revises: utt.revises,
         asr_segments: if cfg.output.include_transcript {
             transcript.segments
         } else {

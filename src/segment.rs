@@ -204,6 +204,13 @@ pub struct Span {
     pub voiced: u64,
     /// True when the span was cut at `max_utterance_ms` rather than ended by silence.
     pub forced: bool,
+    /// Ended by `sentence_end_hangover_ms`, before the full hangover: if speech resumes
+    /// within `hangover_ms` of `speech_end`, the utterance is reopened and a later span
+    /// with `continues_early` replaces this one.
+    pub early: bool,
+    /// Reopens the previous span, which ended early: it starts where that one started
+    /// and covers its speech too.
+    pub continues_early: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -226,6 +233,12 @@ pub struct Endpointer {
     max_len: u64,
     pos: u64,
     active: Option<Active>,
+    /// An utterance ended early by the sentence-end shortcut, kept until its full
+    /// hangover has passed: speech before then reopens it. The shortcut bets that a
+    /// pause after a full stop ends the turn; Whisper also writes full stops at comma
+    /// pauses when the audio stops there, and an utterance cut there is decoded in two
+    /// halves, each worse than the whole (measured: 13.5 % WER vs 10.9 % one-shot).
+    ended_early: Option<Active>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -235,6 +248,21 @@ struct Active {
     voiced: u64,
     /// The latest pause inside the utterance: (stream sample where it began, length).
     last_gap: Option<(u64, u64)>,
+    /// Reopened after an early end.
+    continues_early: bool,
+}
+
+impl Active {
+    fn span(&self, speech_end: u64, forced: bool, early: bool) -> Span {
+        Span {
+            speech_start: self.start,
+            speech_end,
+            voiced: self.voiced,
+            forced,
+            early,
+            continues_early: self.continues_early,
+        }
+    }
 }
 
 fn ms_to_samples(ms: u32) -> u64 {
@@ -252,6 +280,7 @@ impl Endpointer {
             max_len: ms_to_samples(cfg.max_utterance_ms),
             pos: 0,
             active: None,
+            ended_early: None,
         }
     }
 
@@ -294,6 +323,23 @@ impl Endpointer {
         let chunk_start = self.pos;
         let chunk_end = self.pos + len as u64;
         self.pos = chunk_end;
+        if let Some(e) = self.ended_early {
+            // The same rules as for a pause inside an utterance, so the spans come out
+            // as they would have without the shortcut.
+            if chunk_start - e.last_speech_end >= self.hangover {
+                // The full hangover passed in silence: the early end was right.
+                self.ended_early = None;
+            } else if prob >= self.neg_threshold {
+                // Speech again: the utterance goes on as if it had never ended.
+                self.ended_early = None;
+                self.active = Some(Active {
+                    continues_early: true,
+                    ..e
+                });
+            } else {
+                return;
+            }
+        }
         match self.active.as_mut() {
             None => {
                 if prob >= self.threshold {
@@ -302,6 +348,7 @@ impl Endpointer {
                         last_speech_end: chunk_end,
                         voiced: len as u64,
                         last_gap: None,
+                        continues_early: false,
                     });
                 }
             }
@@ -315,27 +362,21 @@ impl Endpointer {
                         a.voiced += len as u64;
                     }
                     if chunk_end - a.start >= self.max_len {
-                        let span = Span {
-                            speech_start: a.start,
-                            speech_end: chunk_end,
-                            voiced: a.voiced,
-                            forced: true,
-                        };
+                        let span = a.span(chunk_end, true, false);
                         // Keep listening: the next chunk of speech opens a new utterance.
                         self.active = None;
                         out.push(Self::classify(span, self.min_speech));
                     }
-                } else if chunk_end - a.last_speech_end >= self.hangover
-                    || (sentence_ended
-                        && self.sentence_end_hangover > 0
-                        && chunk_end - a.last_speech_end >= self.sentence_end_hangover)
+                } else if chunk_end - a.last_speech_end >= self.hangover {
+                    let span = a.span(a.last_speech_end, false, false);
+                    self.active = None;
+                    out.push(Self::classify(span, self.min_speech));
+                } else if sentence_ended
+                    && self.sentence_end_hangover > 0
+                    && chunk_end - a.last_speech_end >= self.sentence_end_hangover
                 {
-                    let span = Span {
-                        speech_start: a.start,
-                        speech_end: a.last_speech_end,
-                        voiced: a.voiced,
-                        forced: false,
-                    };
+                    let span = a.span(a.last_speech_end, false, true);
+                    self.ended_early = Some(*a);
                     self.active = None;
                     out.push(Self::classify(span, self.min_speech));
                 }
@@ -345,13 +386,9 @@ impl Endpointer {
 
     /// End of stream: close an open utterance.
     pub fn finish(&mut self, out: &mut Vec<EndpointEvent>) {
+        self.ended_early = None;
         if let Some(a) = self.active.take() {
-            let span = Span {
-                speech_start: a.start,
-                speech_end: a.last_speech_end,
-                voiced: a.voiced,
-                forced: false,
-            };
+            let span = a.span(a.last_speech_end, false, false);
             out.push(Self::classify(span, self.min_speech));
         }
     }
@@ -381,6 +418,60 @@ mod tests {
 
     fn chunks(ms: u32) -> usize {
         (ms as f64 / CHUNK_MS).round() as usize
+    }
+
+    /// The spans that stand once each reopened span has replaced the early one, without
+    /// the flags that say how they came about.
+    fn standing(events: &[EndpointEvent]) -> Vec<(bool, u64, u64, u64, bool)> {
+        let mut out: Vec<(bool, Span)> = Vec::new();
+        for ev in events {
+            let (ok, span) = match *ev {
+                EndpointEvent::Utterance(s) => (true, s),
+                EndpointEvent::TooShort(s) => (false, s),
+            };
+            if span.continues_early {
+                let (_, early) = out.pop().expect("a reopened span follows an early one");
+                assert!(early.early && early.speech_start == span.speech_start);
+            }
+            out.push((ok, span));
+        }
+        out.into_iter()
+            .map(|(ok, s)| (ok, s.speech_start, s.speech_end, s.voiced, s.forced))
+            .collect()
+    }
+
+    proptest::proptest! {
+        // A failing case is printed, not saved: tests never write into the source tree.
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            failure_persistence: None,
+            ..Default::default()
+        })]
+        /// Early ends change when an utterance is first reported, never what finally
+        /// stands: after replacing each early span with its reopened one, the spans are
+        /// those of the endpointer without the shortcut, whatever the probabilities and
+        /// whichever pauses were taken for sentence ends.
+        #[test]
+        fn early_ends_leave_the_final_spans_as_without_the_shortcut(
+            chunks in proptest::collection::vec(
+                (proptest::sample::select(vec![0.0f32, 0.2, 0.4, 0.6, 0.9]), proptest::bool::ANY),
+                1..400,
+            ),
+            max_ms in 1_000u32..4_000,
+        ) {
+            let cfg = SegmentConfig {
+                max_utterance_ms: max_ms,
+                ..Default::default()
+            };
+            let (mut with, mut without) = (Endpointer::new(&cfg), Endpointer::new(&cfg));
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            for &(p, ended) in &chunks {
+                with.push_knowing(p, VAD_CHUNK, ended, &mut a);
+                without.push(p, VAD_CHUNK, &mut b);
+            }
+            with.finish(&mut a);
+            without.finish(&mut b);
+            proptest::prop_assert_eq!(standing(&a), standing(&b));
+        }
     }
 
     #[test]
@@ -433,6 +524,54 @@ mod tests {
             e.push_knowing(0.0, VAD_CHUNK, true, &mut out);
         }
         assert!(out.is_empty());
+    }
+
+    /// Speech, then a pause of `pause_ms` known to end a sentence, then speech again.
+    fn early_end_then_speech(pause_ms: u32) -> Vec<EndpointEvent> {
+        let mut e = Endpointer::new(&SegmentConfig::default());
+        let mut out = Vec::new();
+        for _ in 0..chunks(1000) {
+            e.push(0.9, VAD_CHUNK, &mut out);
+        }
+        for _ in 0..chunks(pause_ms) {
+            e.push_knowing(0.0, VAD_CHUNK, true, &mut out);
+        }
+        for _ in 0..chunks(800) {
+            e.push(0.9, VAD_CHUNK, &mut out);
+        }
+        e.finish(&mut out);
+        out
+    }
+
+    #[test]
+    fn speech_within_the_full_hangover_reopens_an_early_end() {
+        // 192 ms: past the 96 ms shortcut, short of the 320 ms hangover.
+        let out = early_end_then_speech(192);
+        assert_eq!(out.len(), 2, "{out:?}");
+        let (EndpointEvent::Utterance(a), EndpointEvent::Utterance(b)) = (out[0], out[1]) else {
+            panic!("{out:?}")
+        };
+        assert!(a.early && !a.continues_early);
+        // The second span is the whole utterance again, both stretches of speech.
+        assert!(b.continues_early && !b.early);
+        assert_eq!(b.speech_start, a.speech_start);
+        assert_eq!(b.voiced, ((chunks(1000) + chunks(800)) * VAD_CHUNK) as u64);
+        assert_eq!(
+            b.speech_end,
+            ((chunks(1000) + chunks(192) + chunks(800)) * VAD_CHUNK) as u64
+        );
+    }
+
+    #[test]
+    fn speech_after_the_full_hangover_is_a_new_utterance() {
+        let out = early_end_then_speech(400);
+        assert_eq!(out.len(), 2, "{out:?}");
+        let (EndpointEvent::Utterance(a), EndpointEvent::Utterance(b)) = (out[0], out[1]) else {
+            panic!("{out:?}")
+        };
+        assert!(a.early);
+        assert!(!b.continues_early && !b.early);
+        assert!(b.speech_start > a.speech_end);
     }
 
     #[test]

@@ -64,6 +64,14 @@ pub fn normalise_word(w: &str) -> String {
         .collect()
 }
 
+/// Lowercase words of letters, digits and apostrophes (WER, caption revisions).
+pub fn normalise_words(s: &str) -> Vec<String> {
+    s.split_whitespace()
+        .map(normalise_word)
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
 /// LocalAgreement-2 over word hypotheses in stream time. Pure: no model inside, so the
 /// commit rules are tested with hand-made hypotheses.
 #[derive(Debug, Clone, Default)]
@@ -537,6 +545,8 @@ mod tests {
     }
 
     proptest! {
+        // A failing case is printed, not saved: tests never write into the source tree.
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
         /// If every step's hypothesis is a prefix of what the whole utterance says,
         /// committed + tentative after the last step is exactly that text: the policy
         /// never loses or duplicates a word.

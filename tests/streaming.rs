@@ -96,3 +96,54 @@ fn a_file_read_as_fast_as_possible_is_decoded_one_shot() {
     assert!(!stats.streaming.enabled);
     assert_eq!(stats.streaming.steps, 0);
 }
+
+/// A pause after words Whisper ends with a full stop, inside one turn: the sentence-end
+/// shortcut ends the utterance there, the speaker goes on within the full hangover, so
+/// the utterance is reopened and one revising event carries the whole turn, decoded as
+/// one (cutting it costs words: "How lovely." | "But video co-throws ...", seen).
+#[test]
+fn a_turn_that_goes_on_after_an_early_end_is_revised_as_one() {
+    let first = speak("How lovely.", "en-us");
+    let second = speak("the video call froze right at the important part.", "en-us");
+    let (a, b) = speech_bounds(&first);
+    let (c, d) = speech_bounds(&second);
+    let mut samples = silence(0.6);
+    samples.extend_from_slice(&first[a..b]);
+    // Past the 96 ms shortcut with room for the decode at the pause on a slow board,
+    // and well inside the (here longer) full hangover.
+    samples.extend(silence(0.4));
+    samples.extend_from_slice(&second[c..d]);
+    samples.extend(silence(1.5));
+    let mut cfg = Config::default();
+    cfg.segment.hangover_ms = 900;
+    let mut sink = VecSink::default();
+    let opts = RunOptions {
+        realtime: true,
+        ..Default::default()
+    };
+    let stats = run_stream(
+        engine(),
+        &cfg,
+        Box::new(SamplesSource::new(Arc::new(samples))),
+        &mut sink,
+        &opts,
+    )
+    .unwrap();
+    let events = sink.0;
+    eprintln!("{:?}\n{events:#?}", stats.streaming);
+    assert!(
+        stats.streaming.early_ends >= 1 && stats.streaming.reopened_after_early_end >= 1,
+        "the decode of \"How lovely.\" did not end the utterance early: {:?}",
+        stats.streaming
+    );
+    let [early, whole] = &events[..] else {
+        panic!("expected an early event and its revision: {events:#?}")
+    };
+    assert!(early.early_end);
+    assert_eq!(whole.revises, Some(early.id));
+    assert_eq!(whole.start_s, early.start_s);
+    assert!(whole.end_s > early.end_s + 1.0);
+    let reference = "How lovely, the video call froze right at the important part.";
+    let (w, _) = wer(reference, whole.transcript.as_deref().unwrap());
+    assert!(w <= 0.25, "WER {w}: {:?}", whole.transcript);
+}

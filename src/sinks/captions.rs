@@ -332,6 +332,38 @@ impl CaptionFile {
     }
 }
 
+/// `ev` minus the leading words it shares with `shown` (compared without case and
+/// punctuation: "lovely." then "lovely,"). When the new decode changed those words, it
+/// is kept whole: the correction is worth a repeat.
+fn without_shown_prefix(ev: &UtteranceEvent, shown: &str) -> UtteranceEvent {
+    let shown = crate::streaming::normalise_words(shown);
+    let words: Vec<&str> = ev
+        .asr_segments
+        .iter()
+        .flat_map(|s| s.text.split_whitespace())
+        .collect();
+    let norm: Vec<String> = words
+        .iter()
+        .map(|w| crate::streaming::normalise_word(w))
+        .collect();
+    if shown.is_empty() || norm.len() < shown.len() || norm[..shown.len()] != shown[..] {
+        return ev.clone();
+    }
+    let mut out = ev.clone();
+    let mut skip = shown.len();
+    for seg in &mut out.asr_segments {
+        let seg_words: Vec<&str> = seg.text.split_whitespace().collect();
+        let d = skip.min(seg_words.len());
+        seg.text = seg_words[d..].join(" ");
+        skip -= d;
+    }
+    out.asr_segments.retain(|s| !s.text.is_empty());
+    if let Some(t) = &mut out.transcript {
+        *t = words[shown.len()..].join(" ");
+    }
+    out
+}
+
 /// Writes WebVTT and/or SRT files as events arrive.
 pub struct CaptionWriter {
     cfg: CaptionsConfig,
@@ -339,6 +371,8 @@ pub struct CaptionWriter {
     srt: Option<CaptionFile>,
     srt_index: u64,
     last_end_s: f64,
+    /// Id and transcript of the last event with cues: a revising event repeats it.
+    last_written: Option<(u64, String)>,
 }
 
 impl CaptionWriter {
@@ -359,13 +393,29 @@ impl CaptionWriter {
             srt: cfg.srt.as_deref().map(|p| open(p, "")),
             srt_index: 1,
             last_end_s: 0.0,
+            last_written: None,
         }
     }
 
     /// Append the cues of one final utterance. Both files are attempted even when one
     /// fails; the first error is returned.
     pub fn write(&mut self, ev: &UtteranceEvent) -> Result<(), CaptionsError> {
-        let cues = cues_for(ev, self.cfg.max_cue_ms as f64 / 1000.0, self.last_end_s);
+        // A caption file cannot take back a cue: for an event that revises the last one
+        // (the speaker went on after an early end), only the words after what that cue
+        // already showed are added.
+        let trimmed = match (&self.last_written, ev.revises) {
+            (Some((id, shown)), Some(r)) if *id == r => Some(without_shown_prefix(ev, shown)),
+            _ => None,
+        };
+        let ev_cued = trimmed.as_ref().unwrap_or(ev);
+        let cues = cues_for(
+            ev_cued,
+            self.cfg.max_cue_ms as f64 / 1000.0,
+            self.last_end_s,
+        );
+        if let Some(t) = &ev.transcript {
+            self.last_written = Some((ev.id, t.clone()));
+        }
         if cues.is_empty() {
             return Ok(());
         }
@@ -414,6 +464,8 @@ mod tests {
             text_shed: false,
             models: Default::default(),
             forced_split: false,
+            early_end: false,
+            revises: None,
             asr_segments: segs
                 .iter()
                 .map(|&(s, e, t)| AsrSegment {
@@ -536,6 +588,55 @@ mod tests {
         w.write(&evs[1]).unwrap();
         let vtt = std::fs::read_to_string(later.join("c.vtt")).unwrap();
         assert!(vtt.starts_with("WEBVTT\n\nNOTE utterance 1 "), "{vtt}");
+    }
+
+    #[test]
+    fn a_revising_event_adds_only_the_words_not_shown_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = CaptionsConfig {
+            vtt: Some(dir.path().join("c.vtt")),
+            ..Default::default()
+        };
+        let mut w = CaptionWriter::create_or_retry(&cfg);
+        let mut early = ev(4, 1.0, 1.9, &[(1.0, 2.0, " How lovely.")], 0.2);
+        early.early_end = true;
+        w.write(&early).unwrap();
+        let mut whole = ev(
+            5,
+            1.0,
+            4.8,
+            &[(
+                1.0,
+                4.9,
+                " How lovely, the video call froze right at the important part.",
+            )],
+            0.8,
+        );
+        whole.revises = Some(4);
+        w.write(&whole).unwrap();
+        // A decode that changed the shown words is kept whole.
+        let mut changed = ev(6, 6.0, 6.9, &[(6.0, 7.0, " Great.")], 0.2);
+        changed.early_end = true;
+        w.write(&changed).unwrap();
+        let mut redone = ev(
+            7,
+            6.0,
+            8.0,
+            &[(6.0, 8.1, " Grey, so the fix took weeks.")],
+            0.2,
+        );
+        redone.revises = Some(6);
+        w.write(&redone).unwrap();
+        let vtt = std::fs::read_to_string(dir.path().join("c.vtt")).unwrap();
+        assert_eq!(vtt.matches("How lovely").count(), 1, "{vtt}");
+        assert!(
+            vtt.contains(">the video call froze right at the important part.<"),
+            "{vtt}"
+        );
+        assert!(
+            vtt.contains("Great.") && vtt.contains("Grey, so the fix took weeks."),
+            "{vtt}"
+        );
     }
 
     #[test]

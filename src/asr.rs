@@ -5,6 +5,8 @@
 //! audio is finite and padded to the 1 s whisper.cpp needs. whisper.cpp's own logging is
 //! routed into `log` so nothing native is printed on stdout.
 
+use std::cell::Cell;
+use std::ffi::{c_char, c_void, CStr};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
@@ -280,6 +282,65 @@ pub fn read_ggml_header(path: &Path) -> Result<GgmlHeader, AsrError> {
 
 static LOG_HOOKS: Once = Once::new();
 
+/// Where whisper.cpp's own log lines go in `log` (the target whisper-rs used, so
+/// existing `RUST_LOG` filters keep working).
+const NATIVE_LOG_TARGET: &str = "whisper_rs::whisper_logging_hook";
+
+thread_local! {
+    /// Set while a decode on this thread is being abandoned: whisper.cpp then logs
+    /// "failed to encode/decode" as an error, which is expected and must not alarm.
+    static ABANDONING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// whisper.cpp's log lines into `log`, like whisper-rs's hook, except that errors of an
+/// abandoned decode are debug lines.
+unsafe extern "C" fn native_log(
+    level: whisper_rs::whisper_rs_sys::ggml_log_level,
+    text: *const c_char,
+    _user_data: *mut c_void,
+) {
+    if text.is_null() {
+        return;
+    }
+    // SAFETY: whisper.cpp passes a NUL-terminated string valid for this call.
+    let text = unsafe { CStr::from_ptr(text) }.to_string_lossy();
+    let text = text.trim();
+    if text.is_empty() {
+        return;
+    }
+    let level = match level {
+        whisper_rs::whisper_rs_sys::ggml_log_level_GGML_LOG_LEVEL_ERROR => log::Level::Error,
+        whisper_rs::whisper_rs_sys::ggml_log_level_GGML_LOG_LEVEL_WARN => log::Level::Warn,
+        whisper_rs::whisper_rs_sys::ggml_log_level_GGML_LOG_LEVEL_INFO => log::Level::Info,
+        whisper_rs::whisper_rs_sys::ggml_log_level_GGML_LOG_LEVEL_DEBUG => log::Level::Debug,
+        _ => log::Level::Trace,
+    };
+    let level = if ABANDONING.with(Cell::get) {
+        level.max(log::Level::Debug)
+    } else {
+        level
+    };
+    log::log!(target: NATIVE_LOG_TARGET, level, "{text}");
+}
+
+/// whisper.cpp's abort callback: `user_data` points at the caller's `&dyn Fn() -> bool`.
+unsafe extern "C" fn abandon_if(user_data: *mut c_void) -> bool {
+    // SAFETY: set in `decode` to a reference that outlives the `full` call.
+    let should = unsafe { &*(user_data as *const &dyn Fn() -> bool) };
+    let abandon = should();
+    if abandon {
+        ABANDONING.with(|a| a.set(true));
+    }
+    abandon
+}
+
+fn install_log_hooks() {
+    // ggml's own lines through whisper-rs; whisper.cpp's through ours.
+    whisper_rs::install_logging_hooks();
+    // SAFETY: a plain function pointer and no user data.
+    unsafe { whisper_rs::whisper_rs_sys::whisper_log_set(Some(native_log), std::ptr::null_mut()) };
+}
+
 /// A loaded Whisper model, shared by all streams.
 pub struct AsrModel {
     ctx: WhisperContext,
@@ -289,7 +350,7 @@ pub struct AsrModel {
 
 impl AsrModel {
     pub fn load(path: &Path) -> Result<Self, AsrError> {
-        LOG_HOOKS.call_once(whisper_rs::install_logging_hooks);
+        LOG_HOOKS.call_once(install_log_hooks);
         read_ggml_header(path)?;
         let ctx = WhisperContext::new_with_params(path, WhisperContextParameters::default())
             .map_err(|source| AsrError::Load {
@@ -385,6 +446,34 @@ impl AsrStream {
         want_words: bool,
         urgency: Urgency,
     ) -> Result<Transcript, AsrError> {
+        Ok(self
+            .decode(samples, want_words, urgency, None)?
+            .expect("a decode without an abandon condition completes"))
+    }
+
+    /// [`transcribe_with`](Self::transcribe_with), abandoned (`Ok(None)`) as soon as
+    /// `abandon` returns true; whisper.cpp asks between graph steps of the encoder and
+    /// before each decoder step, so an abandoned decode stops within milliseconds.
+    pub fn transcribe_unless(
+        &mut self,
+        samples: &[f32],
+        want_words: bool,
+        urgency: Urgency,
+        abandon: &dyn Fn() -> bool,
+    ) -> Result<Option<Transcript>, AsrError> {
+        if abandon() {
+            return Ok(None);
+        }
+        self.decode(samples, want_words, urgency, Some(abandon))
+    }
+
+    fn decode(
+        &mut self,
+        samples: &[f32],
+        want_words: bool,
+        urgency: Urgency,
+        abandon: Option<&dyn Fn() -> bool>,
+    ) -> Result<Option<Transcript>, AsrError> {
         if let Some(i) = samples.iter().position(|s| !s.is_finite()) {
             return Err(AsrError::NonFinite(i));
         }
@@ -438,9 +527,24 @@ impl AsrStream {
             let ctx = ((seconds + 1.0) * 50.0).ceil() as i32;
             p.set_audio_ctx(ctx.min(1500));
         }
-        self.state
-            .full(p, &self.padded)
-            .map_err(|source| AsrError::Transcribe { seconds, source })?;
+        // Lives on this frame until `full` returns, which is as long as whisper.cpp
+        // may call back with a pointer to it.
+        let abandon_ref: Option<&dyn Fn() -> bool> = abandon;
+        if let Some(f) = abandon_ref.as_ref() {
+            // SAFETY: `abandon_if` reads `user_data` as `*const &dyn Fn() -> bool`,
+            // which `f` is, and only during `full` below.
+            unsafe {
+                p.set_abort_callback(Some(abandon_if));
+                p.set_abort_callback_user_data(f as *const &dyn Fn() -> bool as *mut c_void);
+            }
+        }
+        ABANDONING.with(|a| a.set(false));
+        let r = self.state.full(p, &self.padded);
+        let abandoned = ABANDONING.with(|a| a.replace(false));
+        if abandoned {
+            return Ok(None);
+        }
+        r.map_err(|source| AsrError::Transcribe { seconds, source })?;
 
         let mut out = Transcript {
             language: lang.to_string(),
@@ -490,7 +594,7 @@ impl AsrStream {
             });
         }
         apply_guards(&mut out, self.cfg.no_speech_threshold);
-        Ok(out)
+        Ok(Some(out))
     }
 }
 

@@ -234,6 +234,8 @@ pub struct Counters {
     pub stream_steps_skipped_busy: AtomicU64,
     pub stream_steps_shed: AtomicU64,
     pub stream_steps_stale: AtomicU64,
+    /// Speculative decodes abandoned midway because speech resumed after their pause.
+    pub stream_steps_abandoned: AtomicU64,
     /// Final transcripts taken from the speculative decode at the pause (no decode
     /// after the endpoint).
     pub speculative_finals: AtomicU64,
@@ -318,6 +320,7 @@ pub struct StreamingStats {
     pub steps_skipped_busy: u64,
     pub steps_shed: u64,
     pub steps_stale: u64,
+    pub steps_abandoned: u64,
     pub speculative_finals: u64,
     pub early_ends: u64,
     pub reopened_after_early_end: u64,
@@ -456,6 +459,9 @@ pub fn run_stream_av(
     // speculative decode ended a sentence; the segmenter may then end the utterance
     // after `segment.sentence_end_hangover_ms` instead of the full hangover.
     let sentence_end_at = Arc::new(AtomicU64::new(u64::MAX));
+    // Set by the segmenter when speech resumes after a pause inside an utterance: a
+    // speculative decode of that pause is then (mostly) useless and is abandoned.
+    let resumed = Arc::new(PauseResumed::default());
 
     // Set by any stage that fails, so the source stops feeding a pipeline that can no
     // longer drain (a file source would otherwise wait forever for ring space).
@@ -652,6 +658,7 @@ pub fn run_stream_av(
         let vad = engine.vad.clone();
         let seg_abort = abort.clone();
         let seg_sentence_end = sentence_end_at.clone();
+        let seg_resumed = resumed.clone();
         let segmenter_h = std::thread::Builder::new()
             .name("segmenter".into())
             .spawn_scoped(s, move || -> Result<Vec<f64>, PipelineError> {
@@ -718,6 +725,9 @@ pub fn run_stream_av(
                                 .open_speech_end()
                                 .is_some_and(|e| seg_sentence_end.load(Ordering::Acquire) == e);
                             endpointer.push_knowing(p, chunk.len(), sentence_ended, &mut events);
+                            if let Some((at, len)) = endpointer.open_last_gap() {
+                                seg_resumed.publish(at, len);
+                            }
                             off = end;
                             if streaming {
                                 request_step(
@@ -827,6 +837,7 @@ pub fn run_stream_av(
         let an_ev_tx = ev_tx.clone();
         let partials_on = interim_on;
         let an_sentence_end = sentence_end_at.clone();
+        let an_resumed = resumed.clone();
         let analyser_h = std::thread::Builder::new()
             .name("analyser".into())
             .spawn_scoped(s, move || -> Result<(), PipelineError> {
@@ -863,6 +874,7 @@ pub fn run_stream_av(
                                                     &an_ev_tx,
                                                     &an_counters,
                                                     &an_sentence_end,
+                                                    &an_resumed,
                                                 );
                                                 an_counters.heartbeat.analysing(false);
                                                 r?;
@@ -1082,6 +1094,7 @@ pub fn run_stream_av(
             steps_skipped_busy: c.stream_steps_skipped_busy.load(Ordering::Relaxed),
             steps_shed: c.stream_steps_shed.load(Ordering::Relaxed),
             steps_stale: c.stream_steps_stale.load(Ordering::Relaxed),
+            steps_abandoned: c.stream_steps_abandoned.load(Ordering::Relaxed),
             speculative_finals: c.speculative_finals.load(Ordering::Relaxed),
             early_ends: c.early_ends.load(Ordering::Relaxed),
             reopened_after_early_end: c.reopened_after_early_end.load(Ordering::Relaxed),
@@ -1336,6 +1349,37 @@ fn request_step(
     }
 }
 
+/// The latest pause inside an utterance after which speech resumed, published by the
+/// segmenter for the analyser (stream samples).
+#[derive(Debug)]
+struct PauseResumed {
+    at: AtomicU64,
+    len: AtomicU64,
+}
+
+impl Default for PauseResumed {
+    fn default() -> Self {
+        Self {
+            at: AtomicU64::new(u64::MAX),
+            len: AtomicU64::new(0),
+        }
+    }
+}
+
+impl PauseResumed {
+    fn publish(&self, at: u64, len: u64) {
+        if self.at.load(Ordering::Relaxed) != at {
+            self.len.store(len, Ordering::Relaxed);
+            self.at.store(at, Ordering::Release);
+        }
+    }
+
+    /// The length of the pause that began at `speech_end`, once speech resumed after it.
+    fn after(&self, speech_end: u64) -> Option<u64> {
+        (self.at.load(Ordering::Acquire) == speech_end).then(|| self.len.load(Ordering::Relaxed))
+    }
+}
+
 /// One streaming step in the analyser thread, and its interim text.
 #[allow(clippy::too_many_arguments)]
 fn run_step(
@@ -1347,6 +1391,7 @@ fn run_step(
     tx: &Sender<Emitted>,
     counters: &Counters,
     sentence_end_at: &AtomicU64,
+    resumed: &PauseResumed,
 ) -> Result<(), PipelineError> {
     let Some(st) = stream_asr else {
         return Ok(());
@@ -1362,7 +1407,27 @@ fn run_step(
         speech_end: req.speech_end,
         last_gap: req.last_gap,
     };
-    let r = st.step(asr, &at, &req.audio, req.speculative, partials_on)?;
+    let pause_ended = || resumed.after(req.speech_end).map(|len| len as f64 / RATE);
+    let abandoned = st.abandoned_decodes();
+    let r = st.step(
+        asr,
+        &at,
+        &req.audio,
+        req.speculative,
+        partials_on,
+        &pause_ended,
+    )?;
+    if st.abandoned_decodes() > abandoned {
+        counters
+            .stream_steps_abandoned
+            .fetch_add(1, Ordering::Relaxed);
+        log::debug!(
+            "step utt {}: decode at the pause after {:.2} s abandoned after {:.0} ms: speech resumed",
+            req.id,
+            req.speech_end as f64 / RATE,
+            ms_since(t)
+        );
+    }
     if req.speculative && st.speculation_ends_sentence(req.id) {
         sentence_end_at.store(req.speech_end, Ordering::Release);
     }

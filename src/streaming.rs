@@ -201,6 +201,7 @@ pub struct StreamingAsr {
     utterance: Option<u64>,
     agreement: LocalAgreement,
     speculation: Option<Speculation>,
+    abandoned: u64,
 }
 
 /// Where a step's audio sits in the stream, and what the VAD knows about the
@@ -235,7 +236,13 @@ impl StreamingAsr {
             utterance: None,
             agreement: LocalAgreement::new(0),
             speculation: None,
+            abandoned: 0,
         }
+    }
+
+    /// Speculative decodes abandoned because the speaker went on (see [`step`](Self::step)).
+    pub fn abandoned_decodes(&self) -> u64 {
+        self.abandoned
     }
 
     fn enter(&mut self, id: u64, audio_start: u64) {
@@ -268,6 +275,10 @@ impl StreamingAsr {
     /// A step on the utterance in progress; `audio` runs from `at.audio_start` to now.
     /// `speculative`: the VAD has just heard a pause. `want_text`: interim captions are
     /// on (otherwise regular steps decode only when the uncommitted stretch is long).
+    /// `pause_ended`: the length (s) of this step's pause once speech has resumed after
+    /// it. A speculative decode is abandoned then, unless it may still be committed
+    /// (a long enough pause after enough speech): the utterance did not end there, and
+    /// the analyser is needed for the next pause.
     pub fn step(
         &mut self,
         asr: &mut AsrStream,
@@ -275,6 +286,7 @@ impl StreamingAsr {
         audio: &[f32],
         speculative: bool,
         want_text: bool,
+        pause_ended: &dyn Fn() -> Option<f64>,
     ) -> Result<Option<StepResult>, AsrError> {
         self.enter(at.id, at.audio_start);
         let audio_end = at.audio_start + audio.len() as u64;
@@ -310,7 +322,22 @@ impl StreamingAsr {
         } else {
             Urgency::Captions
         };
-        let tr = asr.transcribe_with(&audio[off..], true, urgency)?;
+        let tr = if speculative {
+            let useless = || {
+                pause_ended().is_some_and(|pause_s| {
+                    pause_s < MIN_COMMIT_PAUSE_S || seconds < MIN_COMMIT_CHUNK_S
+                })
+            };
+            match asr.transcribe_unless(&audio[off..], true, urgency, &useless)? {
+                Some(tr) => tr,
+                None => {
+                    self.abandoned += 1;
+                    return Ok(None);
+                }
+            }
+        } else {
+            asr.transcribe_with(&audio[off..], true, urgency)?
+        };
         let guarded = !tr.guards.is_empty();
         let mut hypothesis = absolute_words(&tr, from);
         let tr = self.without_overlap(tr, &mut hypothesis);

@@ -147,3 +147,37 @@ fn a_turn_that_goes_on_after_an_early_end_is_revised_as_one() {
     let (w, _) = wer(reference, whole.transcript.as_deref().unwrap());
     assert!(w <= 0.25, "WER {w}: {:?}", whole.transcript);
 }
+
+/// A decode abandoned midway (speech resumed after the pause it was for) returns
+/// nothing, stops while whisper.cpp is still working, and leaves the per-stream decoder
+/// state fit for the next decode.
+#[test]
+fn an_abandoned_decode_stops_midway_and_the_decoder_goes_on() {
+    use sarcasmd::asr::Urgency;
+    use std::cell::Cell;
+    let text = "Oh great, another meeting that could have been an email.";
+    let speech = speak(text, "en-us+m3");
+    let mut asr = engine().asr.stream(&Config::default().asr).unwrap();
+    let decode = |asr: &mut sarcasmd::asr::AsrStream| {
+        asr.transcribe_unless(&speech, true, Urgency::Event, &|| false)
+            .unwrap()
+            .expect("not abandoned")
+            .text
+    };
+    let before = decode(&mut asr);
+    let asked = Cell::new(0u32);
+    let after_three = || {
+        asked.set(asked.get() + 1);
+        asked.get() > 3
+    };
+    let r = asr
+        .transcribe_unless(&speech, true, Urgency::Event, &after_three)
+        .unwrap();
+    assert!(r.is_none(), "{r:?}");
+    // Asked once before starting, then by whisper.cpp while it worked, until told to stop.
+    assert_eq!(asked.get(), 4);
+    // The same words as before the abandoned decode.
+    assert_eq!(decode(&mut asr), before);
+    let (w, _) = wer(text, &before);
+    assert!(w <= 0.6, "WER {w}: {before}");
+}

@@ -585,9 +585,11 @@ impl AsrStream {
                     }
                 }
             }
+            // With `single_segment`, whisper.cpp ends the segment at the end of its 30 s
+            // window, not of the audio (seen: 0.34-30.34 s for a 1.6 s decode).
             out.segments.push(AsrSegment {
-                start_s: seg.start_timestamp() as f64 / 100.0,
-                end_s: seg.end_timestamp() as f64 / 100.0,
+                start_s: (seg.start_timestamp() as f64 / 100.0).min(seconds),
+                end_s: (seg.end_timestamp() as f64 / 100.0).min(seconds),
                 text,
                 no_speech_prob: seg.no_speech_probability(),
                 words,

@@ -10,7 +10,7 @@ use common::*;
 use sarcasmd::bench::SamplesSource;
 use sarcasmd::config::Config;
 use sarcasmd::event::VecSink;
-use sarcasmd::pipeline::{run_stream, RunOptions};
+use sarcasmd::pipeline::{run_stream, RunOptions, RunStats};
 
 const SENTENCES: [(&str, &str); 2] = [
     (
@@ -23,13 +23,8 @@ const SENTENCES: [(&str, &str); 2] = [
     ),
 ];
 
-#[test]
-fn streamed_transcripts_match_the_speech_and_views_report_readiness() {
-    let c = compose(0.6, &SENTENCES, 1.5);
-    let mut cfg = Config::default();
-    cfg.asr.stream_step_ms = 1000;
-    // Interim captions on: the streaming steps produce them.
-    cfg.asr.interim_every_ms = 1000;
+/// The pipeline on `samples` paced like a microphone (streaming recognition is on).
+fn run_paced(cfg: &Config, samples: Vec<f32>) -> (VecSink, RunStats) {
     let mut sink = VecSink::default();
     let opts = RunOptions {
         realtime: true,
@@ -37,12 +32,23 @@ fn streamed_transcripts_match_the_speech_and_views_report_readiness() {
     };
     let stats = run_stream(
         engine(),
-        &cfg,
-        Box::new(SamplesSource::new(Arc::new(c.samples.clone()))),
+        cfg,
+        Box::new(SamplesSource::new(Arc::new(samples))),
         &mut sink,
         &opts,
     )
     .unwrap();
+    (sink, stats)
+}
+
+#[test]
+fn streamed_transcripts_match_the_speech_and_views_report_readiness() {
+    let c = compose(0.6, &SENTENCES, 1.5);
+    let mut cfg = Config::default();
+    cfg.asr.stream_step_ms = 1000;
+    // Interim captions on: the streaming steps produce them.
+    cfg.asr.interim_every_ms = 1000;
+    let (sink, stats) = run_paced(&cfg, c.samples.clone());
     let events = sink.0;
     eprintln!("{:?}", stats.streaming);
     assert_eq!(events.len(), c.truth.len(), "{events:#?}");
@@ -63,6 +69,11 @@ fn streamed_transcripts_match_the_speech_and_views_report_readiness() {
             ev.ready_ms
         );
         assert!(w <= w_base + 0.15, "streamed WER {w} vs one-shot {w_base}");
+        // Segment times stay within the audio decoded (at most the 1 s minimum of
+        // padding past the end of speech), not at the end of Whisper's 30 s window.
+        for seg in &ev.asr_segments {
+            assert!(seg.end_s <= ev.end_s + 1.1, "{seg:?} in {ev:?}");
+        }
         let audio = ev.ready_ms.audio.unwrap();
         let text_ready = ev.ready_ms.text.unwrap();
         assert!(audio <= text_ready && text_ready <= ev.ready_ms.fused);
@@ -116,19 +127,7 @@ fn a_turn_that_goes_on_after_an_early_end_is_revised_as_one() {
     samples.extend(silence(1.5));
     let mut cfg = Config::default();
     cfg.segment.hangover_ms = 900;
-    let mut sink = VecSink::default();
-    let opts = RunOptions {
-        realtime: true,
-        ..Default::default()
-    };
-    let stats = run_stream(
-        engine(),
-        &cfg,
-        Box::new(SamplesSource::new(Arc::new(samples))),
-        &mut sink,
-        &opts,
-    )
-    .unwrap();
+    let (sink, stats) = run_paced(&cfg, samples);
     let events = sink.0;
     eprintln!("{:?}\n{events:#?}", stats.streaming);
     assert!(

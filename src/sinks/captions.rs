@@ -333,24 +333,41 @@ impl CaptionFile {
 }
 
 /// `ev` minus the leading words it shares with `shown` (compared without case and
-/// punctuation: "lovely." then "lovely,"). When the new decode changed those words, it
-/// is kept whole: the correction is worth a repeat.
+/// punctuation: "lovely." then "lovely,"). Tokens that are punctuation only ("-", "...")
+/// are skipped on both sides, and those right after the shared words go with them. When
+/// the new decode changed those words, it is kept whole: the correction is worth a repeat.
 fn without_shown_prefix(ev: &UtteranceEvent, shown: &str) -> UtteranceEvent {
-    let shown = crate::streaming::normalise_words(shown);
+    use crate::streaming::{normalise_word, normalise_words};
+    let shown = normalise_words(shown);
     let words: Vec<&str> = ev
         .asr_segments
         .iter()
         .flat_map(|s| s.text.split_whitespace())
         .collect();
-    let norm: Vec<String> = words
-        .iter()
-        .map(|w| crate::streaming::normalise_word(w))
-        .collect();
-    if shown.is_empty() || norm.len() < shown.len() || norm[..shown.len()] != shown[..] {
+    // How many of `words` the shown prefix covers.
+    let mut matched = 0;
+    let mut covered = 0;
+    for w in &words {
+        if matched == shown.len() {
+            break;
+        }
+        let n = normalise_word(w);
+        if !n.is_empty() {
+            if n != shown[matched] {
+                return ev.clone();
+            }
+            matched += 1;
+        }
+        covered += 1;
+    }
+    if shown.is_empty() || matched < shown.len() {
         return ev.clone();
     }
+    while covered < words.len() && normalise_word(words[covered]).is_empty() {
+        covered += 1;
+    }
     let mut out = ev.clone();
-    let mut skip = shown.len();
+    let mut skip = covered;
     for seg in &mut out.asr_segments {
         let seg_words: Vec<&str> = seg.text.split_whitespace().collect();
         let d = skip.min(seg_words.len());
@@ -359,7 +376,7 @@ fn without_shown_prefix(ev: &UtteranceEvent, shown: &str) -> UtteranceEvent {
     }
     out.asr_segments.retain(|s| !s.text.is_empty());
     if let Some(t) = &mut out.transcript {
-        *t = words[shown.len()..].join(" ");
+        *t = words[covered..].join(" ");
     }
     out
 }
@@ -637,6 +654,32 @@ mod tests {
             vtt.contains("Great.") && vtt.contains("Grey, so the fix took weeks."),
             "{vtt}"
         );
+    }
+
+    #[test]
+    fn punctuation_tokens_do_not_break_the_shown_prefix() {
+        let shown = "Oh, great.";
+        let mut e = ev(
+            9,
+            1.0,
+            3.0,
+            &[
+                (1.0, 1.6, " Oh - great"),
+                (1.6, 3.1, " ... another meeting."),
+            ],
+            0.5,
+        );
+        e.transcript = Some("Oh - great ... another meeting.".into());
+        let t = without_shown_prefix(&e, shown);
+        assert_eq!(t.transcript.as_deref(), Some("another meeting."));
+        assert_eq!(t.asr_segments.len(), 1);
+        assert_eq!(t.asr_segments[0].text, "another meeting.");
+        // Changed words still keep the event whole.
+        let t = without_shown_prefix(&e, "Oh, grey.");
+        assert_eq!(t.transcript, e.transcript);
+        // Everything already shown: nothing left to cue.
+        let t = without_shown_prefix(&e, "Oh great another meeting");
+        assert!(t.asr_segments.is_empty(), "{:?}", t.asr_segments);
     }
 
     #[test]

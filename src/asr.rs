@@ -527,10 +527,9 @@ impl AsrStream {
             let ctx = ((seconds + 1.0) * 50.0).ceil() as i32;
             p.set_audio_ctx(ctx.min(1500));
         }
-        // Lives on this frame until `full` returns, which is as long as whisper.cpp
-        // may call back with a pointer to it.
-        let abandon_ref: Option<&dyn Fn() -> bool> = abandon;
-        if let Some(f) = abandon_ref.as_ref() {
+        // `abandon` is this frame's argument, alive until `full` returns, which is as
+        // long as whisper.cpp may call back with a pointer to it.
+        if let Some(f) = abandon.as_ref() {
             // SAFETY: `abandon_if` reads `user_data` as `*const &dyn Fn() -> bool`,
             // which `f` is, and only during `full` below.
             unsafe {

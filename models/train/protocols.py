@@ -15,6 +15,12 @@ the context text is built by the same Rust code `sarcasmd eval` uses).
    audio/video/fusion heads into <work>/heads-mustard-si, and scored on
    `mustard-si.test` (every FRIENDS item) by `sarcasmd eval --heads` (the real pipeline).
 
+3. Official splits (MMSD2.0, iSarcasmEval EN, SarcNet): a text head per corpus trained
+   on its own training split (C on its dev split where it has one, else by inner
+   3-fold CV on the training split), exported like the SI head and scored on the
+   official test split by `sarcasmd eval --heads --split test`. SarcNet's head learns
+   its text label (`labels.text`): the text view sees the text only.
+
 The composition compared on MUStARD++ is chosen there and then reused for the SI head,
 so the SI test never takes part in a choice.
 
@@ -124,23 +130,66 @@ def mustard_si(a, manifests, extras_cache, comp, ctx):
     C = choose_C(X, y, groups, n_in)
     model = fit_lr(X, y, C)
     heads = os.path.join(a.work, "heads-mustard-si" + ("-ctx" if ctx else ""))
-    os.makedirs(heads, exist_ok=True)
-    # The other heads are the shipped ones: eval's T row uses only the text head.
-    for f in os.listdir(a.heads):
-        if f.endswith((".onnx", ".json")) and not f.startswith("text_head"):
-            shutil.copy(os.path.join(a.heads, f), heads)
-    write_head(heads, "text_head", model, TEXT_FEATURE_VERSION,
+    export_with_shipped(a, heads, model,
                {"train": f"mustard-si.train ({n_in} items: MUStARD minus FRIENDS, MUStARD++ minus FRIENDS and minus MUStARD's scenes)"
                          + (f" + {'+'.join(comp)} training splits (<= {EXTRA_CAP} each)" if comp else "")
                          + (f"; text with {ctx:g} s of context" if ctx else ""),
                 "C": C, "selection": "inner 3-fold StratifiedGroupKFold on the training set, seed 13",
-                "item_text_sha8": text_keys(train + [r for n in comp for r in extras_cache[n]])},
-               {}, "protocol-mustard-si")
+                "item_text_sha8": text_keys(train + [r for n in comp for r in extras_cache[n]])})
     out_json = os.path.join(a.work, f"eval-mustard-si{'-ctx' if ctx else ''}.json")
     table = subprocess.run([a.bin, "eval", os.path.join(manifests, "mustard-si.test.jsonl"), "--heads", heads,
                             "--json", out_json, "--context-s", str(ctx or 15)],
                            check=True, capture_output=True, text=True).stdout
     return C, table, out_json
+
+
+# Corpora with an official test split: (manifest, label key, where C is chosen).
+OFFICIAL = [
+    ("mmsd2.0", "label", "dev"),
+    ("isarcasmeval-en", "label", "cv"),
+    ("sarcnet", "labels.text", "dev"),
+]
+
+
+def label_of(r, key):
+    return r["labels"]["text"] if key == "labels.text" else r["label"]
+
+
+def export_with_shipped(a, heads, model, training):
+    """A protocol text head beside the shipped audio/video/fusion heads (eval's T row uses
+    only the text head)."""
+    os.makedirs(heads, exist_ok=True)
+    for f in os.listdir(a.heads):
+        if f.endswith((".onnx", ".json")) and not f.startswith("text_head"):
+            shutil.copy(os.path.join(a.heads, f), heads)
+    write_head(heads, "text_head", model, TEXT_FEATURE_VERSION, training, {}, "protocol-" + os.path.basename(heads).removeprefix("heads-"))
+
+
+def official_split(a, name, key, selection):
+    """Train on the corpus's own training split, score its official test by `sarcasmd eval`."""
+    rows = [r for r in read_jsonl(os.path.join(a.manifests, name + ".jsonl")) if r.get("text")]
+    train = [r for r in rows if r.get("split") == "train"]
+    X = embed(a.bin, train, a.work, name + "-train")
+    y = np.array([int(label_of(r, key)) for r in train])
+    if selection == "dev":
+        dev = [r for r in rows if r.get("split") == "dev"]
+        Xd, yd = embed(a.bin, dev, a.work, name + "-dev"), np.array([int(label_of(r, key)) for r in dev])
+        f1 = {C: prf(yd, predict(fit_lr(X, y, C), Xd) >= 0.5)["f1_macro"] for C in C_GRID}
+        C = max(C_GRID, key=lambda c: f1[c])
+        how = f"C by macro-F1 on the dev split ({len(dev)} items)"
+    else:
+        C = choose_C(X, y, np.array([r.get("group", r["id"]) for r in train]), len(y))
+        how = "C by inner 3-fold StratifiedGroupKFold on the training split, seed 13"
+    heads = os.path.join(a.work, "heads-" + name)
+    export_with_shipped(a, heads, fit_lr(X, y, C),
+                        {"train": f"{name} official training split ({len(train)} items, label `{key}`)", "C": C,
+                         "selection": how, "item_text_sha8": text_keys(train)})
+    out_json = os.path.join(a.work, f"eval-{name}.json")
+    table = subprocess.run([a.bin, "eval", os.path.join(a.manifests, name + ".jsonl"), "--split", "test",
+                            "--heads", heads, "--json", out_json],
+                           check=True, capture_output=True, text=True).stdout
+    print(f"official {name}: C={C}", file=sys.stderr, flush=True)
+    return len(train), C, how, table
 
 
 def main():
@@ -189,6 +238,14 @@ def main():
                    f"{' + ' + '+'.join(comp) if comp else ''}, C={C})\n")
         rep.append("The T row without context is the protocol figure for the head trained without context; "
                    "the T row with context is the figure for the head trained with it.\n" if not ctx else "")
+        rep.append(table)
+    rep.append("## Official test splits, a head trained on each corpus's own training split, by `sarcasmd eval`\n")
+    rep.append("Each head sees only its corpus's training split (label in the heading); the test split is scored "
+               "once by `sarcasmd eval --split test --heads`. The rows for context, per-modality labels and annotators "
+               "are eval's own; the T row without context is the protocol figure.\n")
+    for name, key, selection in OFFICIAL:
+        n, C, how, table = official_split(a, name, key, selection)
+        rep.append(f"### {name}: {n} training items, label `{key}`, C={C} ({how})\n")
         rep.append(table)
     with open(a.out, "w") as f:
         f.write("\n".join(rep) + "\n")

@@ -230,12 +230,51 @@ fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
     let speech = common::compose(0.5, &lines, 0.8);
     let pcm = common::to_s16le(&speech.samples);
     let audio_s = speech.samples.len() as f64 / 16_000.0;
-    // Twenty busy loops share CPU 0 with the daemon: it gets about a twentieth of a
-    // core, less than the pipeline needs for speech-dense audio even on a fast x86 core
-    // (0.06-0.07 CPU-s per audio-s on an AMD EPYC Zen 5, where ten loops left it enough
-    // to keep up and nothing was dropped; with twenty it dropped ~8 of 33 s there).
+    let cfg = d.path().join("tight.toml");
+    std::fs::write(
+        &cfg,
+        "[buffers]\nutterance_queue = 1\n\n[budget]\nevent_latency_ms = 1000\nshed_text_over_ms = 1500\n",
+    )
+    .unwrap();
+    // What this machine's pipeline needs for this audio: the same stream replayed as
+    // fast as it goes, alone on CPU 0 (no streaming steps, so a little less than live).
+    let calibration = d.path().join("calibration.json");
+    let mut cal = Command::new("taskset")
+        .args(["-c", "0"])
+        .arg(common::bin())
+        .args(["replay", "-", "--rate", "16000", "--config"])
+        .arg(&cfg)
+        .arg("--events")
+        .arg(d.path().join("cal.jsonl"))
+        .arg("--stats")
+        .arg(&calibration)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    cal.stdin.take().unwrap().write_all(&pcm).unwrap();
+    let out = cal.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let need: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&calibration).unwrap()).unwrap();
+    let need_cpu_per_audio_s = need["rtf_cpu"].as_f64().unwrap();
+    // Busy loops share CPU 0 with the daemon so that its share of the core is about
+    // 1.1 times that need: less than the live run needs with its streaming steps on top,
+    // whatever the machine's speed. A fixed count starves a slow core many times over
+    // and a fast enough one not at all (ten loops left an AMD EPYC Zen 5 enough to keep
+    // up; twenty, about this share there, dropped ~8 of 33 s).
+    let hogs = ((1.0 / (1.1 * need_cpu_per_audio_s.max(1e-3))).ceil() as usize)
+        .saturating_sub(1)
+        .clamp(8, 200);
+    println!("calibration: {need_cpu_per_audio_s:.3} CPU-s per audio-s alone -> {hogs} busy loops");
     let _hogs = Hogs(
-        (0..20)
+        (0..hogs)
             .map(|_| {
                 Command::new("taskset")
                     .args(["-c", "0", "sh", "-c", "while :; do :; done"])
@@ -244,12 +283,6 @@ fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
             })
             .collect(),
     );
-    let cfg = d.path().join("tight.toml");
-    std::fs::write(
-        &cfg,
-        "[buffers]\nutterance_queue = 1\n\n[budget]\nevent_latency_ms = 1000\nshed_text_over_ms = 1500\n",
-    )
-    .unwrap();
     let stats = d.path().join("stats.json");
     let events_path = d.path().join("ev.jsonl");
     let mut child = Command::new("taskset")

@@ -238,22 +238,27 @@ fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
     .unwrap();
     // What this machine's pipeline needs for this audio: the same stream replayed as
     // fast as it goes, alone on CPU 0 (no streaming steps, so a little less than live).
+    // The daemon pinned to CPU 0, reading s16le from stdin.
+    let replay = |extra: &[&str], events: &std::path::Path, stats: &std::path::Path| {
+        Command::new("taskset")
+            .args(["-c", "0"])
+            .arg(common::bin())
+            .args(["replay", "-", "--rate", "16000", "--config"])
+            .arg(&cfg)
+            .args(extra)
+            .arg("--events")
+            .arg(events)
+            .arg("--stats")
+            .arg(stats)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
     let calibration = d.path().join("calibration.json");
-    let mut cal = Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(common::bin())
-        .args(["replay", "-", "--rate", "16000", "--config"])
-        .arg(&cfg)
-        .arg("--events")
-        .arg(d.path().join("cal.jsonl"))
-        .arg("--stats")
-        .arg(&calibration)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut cal = replay(&[], &d.path().join("cal.jsonl"), &calibration);
     cal.stdin.take().unwrap().write_all(&pcm).unwrap();
     let out = cal.wait_with_output().unwrap();
     assert!(
@@ -285,21 +290,7 @@ fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
     );
     let stats = d.path().join("stats.json");
     let events_path = d.path().join("ev.jsonl");
-    let mut child = Command::new("taskset")
-        .args(["-c", "0"])
-        .arg(common::bin())
-        .args(["replay", "-", "--rate", "16000", "--live", "--config"])
-        .arg(&cfg)
-        .arg("--events")
-        .arg(&events_path)
-        .arg("--stats")
-        .arg(&stats)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = replay(&["--live"], &events_path, &stats);
     // A microphone does not wait: real-time pace from an unpinned thread.
     let mut stdin = child.stdin.take().unwrap();
     let t0 = Instant::now();

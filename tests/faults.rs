@@ -236,8 +236,6 @@ fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
         "[buffers]\nutterance_queue = 1\n\n[budget]\nevent_latency_ms = 1000\nshed_text_over_ms = 1500\n",
     )
     .unwrap();
-    // What this machine's pipeline needs for this audio: the same stream replayed as
-    // fast as it goes, alone on CPU 0 (no streaming steps, so a little less than live).
     // The daemon pinned to CPU 0, reading s16le from stdin.
     let replay = |extra: &[&str], events: &std::path::Path, stats: &std::path::Path| {
         Command::new("taskset")
@@ -257,6 +255,8 @@ fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
             .spawn()
             .unwrap()
     };
+    // What this machine's pipeline needs for this audio: the same stream replayed as
+    // fast as it goes, alone on CPU 0 (no streaming steps, so a little less than live).
     let calibration = d.path().join("calibration.json");
     let mut cal = replay(&[], &d.path().join("cal.jsonl"), &calibration);
     cal.stdin.take().unwrap().write_all(&pcm).unwrap();

@@ -1,7 +1,8 @@
 //! The daemon's outputs as their users meet them, each against a real peer: caption files
 //! read back by ffmpeg, `/metrics` read by prometheus_client's OpenMetrics parser, the
-//! overlay in headless Chromium (through a daemon restart), MQTT through a mosquitto
-//! restart, and the security and privacy defaults.
+//! overlay in headless Chromium (through a daemon restart, and an early-ended line replaced
+//! by its revision), MQTT through a mosquitto restart, and the security and privacy
+//! defaults.
 //!
 //! Peers come from `scripts/install-system-deps.sh --test` and
 //! `scripts/install-test-tools.sh`; a test whose peer is missing prints `SKIP:` and passes.
@@ -590,5 +591,103 @@ fn overlay_shows_live_captions_and_reconnects_after_a_daemon_restart() {
         !log.iter()
             .any(|l| l.contains("SEVERE") && !l.contains("/events")),
         "console errors: {log:?}"
+    );
+}
+
+/// A turn the sentence-end shortcut ended early and the speaker went on from: the page
+/// first shows the early line, then the revising event's line takes its place (one line
+/// for the turn, not the early words twice). Same audio construction as
+/// `tests/streaming.rs`, here through the daemon's SSE stream into the real overlay.
+#[test]
+fn overlay_replaces_an_early_ended_line_with_its_revision() {
+    let Some(browser) = Browser::start() else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let first = speak("How lovely.", "en-us");
+    let second = speak("the video call froze right at the important part.", "en-us");
+    let (a, b) = speech_bounds(&first);
+    let (c, e) = speech_bounds(&second);
+    // Lead silence: the page connects before the first words. Its length also sets
+    // where the 32 ms VAD chunks fall in the speech, which changes what tiny.en makes
+    // of the first words at the pause: with 2.0 or 6.0 s it wrote "How lovely, how
+    // lovely, ..." (no full stop, so no early end); 0.6, 3.0, 3.2, 4.0, 5.0, 5.12 and
+    // 5.6 s gave "How lovely." here.
+    let mut samples = silence(5.0);
+    samples.extend_from_slice(&first[a..b]);
+    // Past the 96 ms shortcut, well inside the (here longer) full hangover.
+    samples.extend(silence(0.4));
+    samples.extend_from_slice(&second[c..e]);
+    samples.extend(silence(1.5));
+    let wav = d.path().join("turn.wav");
+    write_wav_i16(&wav, &samples, RATE);
+    let port = free_port();
+    // No interim decodes: the analyser is then free for the decode at the pause, as in
+    // `tests/streaming.rs` (an interim decode still running there delays it past the
+    // pause, and the turn ends once, late).
+    let cfg = format!(
+        "[http]\nenabled = true\nbind = \"127.0.0.1:{port}\"\n\n[segment]\nhangover_ms = 900\n"
+    );
+    let daemon = Daemon::start(d.path(), &cfg, &wav, true, "rev");
+    wait_http(port, Duration::from_secs(60));
+    browser
+        .goto(&format!("http://127.0.0.1:{port}/?lines=6"))
+        .unwrap();
+    browser
+        .wait_for(
+            "document.body.dataset.connection === 'open'",
+            Duration::from_secs(20),
+        )
+        .unwrap();
+    // Every line the page ever adds, in order: the early line must have been shown.
+    browser
+        .execute(
+            "window.addedLines = []; new MutationObserver(ms => ms.forEach(m => m.addedNodes.forEach(n => { if (n.dataset) window.addedLines.push(n.dataset.id + ': ' + n.textContent); }))).observe(document.getElementById('captions'), {childList: true}); return true;",
+            vec![],
+        )
+        .unwrap();
+    let (code, log) = daemon.wait(Duration::from_secs(120));
+    assert_eq!(code, 0, "{log}");
+    let evs = finals(&d.path().join("rev.jsonl"));
+    let [early, whole] = &evs[..] else {
+        panic!("expected an early event and its revision: {evs:#?}")
+    };
+    assert_eq!(early["early_end"], true, "{early}");
+    assert_eq!(whole["revises"], early["id"], "{whole}");
+    browser
+        .wait_for(
+            &format!(
+                "document.querySelectorAll('#captions .line').length === 1 && document.querySelector('#captions .line').dataset.id === '{}'",
+                whole["id"]
+            ),
+            Duration::from_secs(20),
+        )
+        .unwrap_or_else(|e| {
+            let shown = browser
+                .execute(
+                    "return Array.from(document.querySelectorAll('#captions .line')).map(l => l.dataset.id + ': ' + l.textContent)",
+                    vec![],
+                )
+                .unwrap_or_default();
+            panic!("the revision did not replace the early line: {e}; page: {shown}")
+        });
+    let text = browser
+        .execute(
+            "return document.querySelector('#captions .line .text').textContent",
+            vec![],
+        )
+        .unwrap();
+    assert_eq!(text, whole["transcript"], "{whole}");
+    let added = browser.execute("return window.addedLines", vec![]).unwrap();
+    let ids: Vec<String> = added
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap().split(':').next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        ids,
+        [early["id"].to_string(), whole["id"].to_string()],
+        "lines added: {added}"
     );
 }

@@ -604,21 +604,8 @@ fn overlay_replaces_an_early_ended_line_with_its_revision() {
         return;
     };
     let d = tempfile::tempdir().unwrap();
-    let first = speak("How lovely.", "en-us");
-    let second = speak("the video call froze right at the important part.", "en-us");
-    let (a, b) = speech_bounds(&first);
-    let (c, e) = speech_bounds(&second);
-    // Lead silence: the page connects before the first words. Its length also sets
-    // where the 32 ms VAD chunks fall in the speech, which changes what tiny.en makes
-    // of the first words at the pause: with 2.0 or 6.0 s it wrote "How lovely, how
-    // lovely, ..." (no full stop, so no early end); 0.6, 3.0, 3.2, 4.0, 5.0, 5.12 and
-    // 5.6 s gave "How lovely." here.
-    let mut samples = silence(5.0);
-    samples.extend_from_slice(&first[a..b]);
-    // Past the 96 ms shortcut, well inside the (here longer) full hangover.
-    samples.extend(silence(0.4));
-    samples.extend_from_slice(&second[c..e]);
-    samples.extend(silence(1.5));
+    // Lead silence: the page connects before the first words (5.0 s: see the helper).
+    let samples = turn_going_on_after_a_full_stop(5.0);
     let wav = d.path().join("turn.wav");
     write_wav_i16(&wav, &samples, RATE);
     let port = free_port();

@@ -114,17 +114,7 @@ fn a_file_read_as_fast_as_possible_is_decoded_one_shot() {
 /// one (cutting it costs words: "How lovely." | "But video co-throws ...", seen).
 #[test]
 fn a_turn_that_goes_on_after_an_early_end_is_revised_as_one() {
-    let first = speak("How lovely.", "en-us");
-    let second = speak("the video call froze right at the important part.", "en-us");
-    let (a, b) = speech_bounds(&first);
-    let (c, d) = speech_bounds(&second);
-    let mut samples = silence(0.6);
-    samples.extend_from_slice(&first[a..b]);
-    // Past the 96 ms shortcut with room for the decode at the pause on a slow board,
-    // and well inside the (here longer) full hangover.
-    samples.extend(silence(0.4));
-    samples.extend_from_slice(&second[c..d]);
-    samples.extend(silence(1.5));
+    let samples = turn_going_on_after_a_full_stop(0.6);
     let mut cfg = Config::default();
     cfg.segment.hangover_ms = 900;
     let (sink, stats) = run_paced(&cfg, samples);

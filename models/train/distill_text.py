@@ -50,9 +50,6 @@ class Pool:
     def __init__(self, owner, feats):
         self.owner, self.f = owner, feats
 
-    def cat(self, other, offset):
-        return Pool(np.r_[self.owner, other.owner + offset], {k: np.vstack([v, other.f[k]]) for k, v in self.f.items()})
-
     def of(self, idx):
         return np.where(np.isin(self.owner, idx))[0]
 

@@ -240,7 +240,8 @@ def main():
            "## MUStARD++ 5-fold (manifest folds fold0-fold4, stratified, grouped by scene)\n",
            f"Extra corpora: their training splits, English only, at most {EXTRA_CAP} items each (seeded sample), in every training fold. "
            f"C per fold by inner 3-fold CV on the training folds (grid {C_LADDER[C_START[0]:C_START[1]]}, grown by "
-           "half-decades past an edge that wins, within 0.0003-3; the same search everywhere below). Context: the item's preceding turns, the last "
+           f"half-decades past an edge that wins, within {C_LADDER[0]:g}-{C_LADDER[-1]:g}; the same search everywhere below). "
+           "Context: the item's preceding turns, the last "
            f"{a.context_s:g} s at 2.5 words/s (the rule `sarcasmd eval` uses), in training and test alike.\n",
            "| training set | context | P | R | macro-F1 | acc |", "|---|---|---|---|---|---|"]
     for r in results:

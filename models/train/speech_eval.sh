@@ -15,7 +15,6 @@ while [ $# -gt 0 ]; do
     esac
 done
 source "$(dirname "$0")/env.sh" "${args[@]}"
-python3 scripts/manifests.py --data "$data" --out "$cache/manifests"
 "$venv/bin/python" models/train/speech_eval.py --manifests "$cache/manifests" --bin target/release/sarcasmd \
   --work "$cache/speech-eval${extra:+-${extra[1]}}" --heads models/heads --out "$out" \
   --prosody-version "$prosody_version" --vision-version "$vision_version" "${extra[@]}"

@@ -6,5 +6,4 @@ source "$(dirname "$0")/env.sh" "$@"
 "$venv/bin/python" models/train/train.py --data "$data" --bin target/release/sarcasmd \
   --work "$cache/train" --out models/heads --prosody-version "$prosody_version" --vision-version "$vision_version"
 # Extras head (MUStARD++ emotions, sarcasm type, valence, arousal; models/heads/EXTRAS.md).
-python3 scripts/manifests.py --data "$data"
 "$venv/bin/python" models/train/extras.py --bin target/release/sarcasmd --work "$cache/train" --out models/heads

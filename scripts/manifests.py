@@ -560,6 +560,51 @@ def speech(data):
     return rows, log
 
 
+def speech_cmpt419(data):
+    """The 210 MUStARD++ clips with their TV soundtrack and video (speech/mustardpp_cmpt419):
+    the second show-apart speech corpus beside House. Grouped by scene (one utterance per
+    scene here); `speaker` and `show` kept for speaker-independent and show-apart folds."""
+    base = os.path.abspath(os.path.join(data, "speech", "mustardpp_cmpt419"))
+    rows = []
+    turn = re.compile(r"(?:^|\s)([A-Z][A-Z0-9'.\-]*(?: [A-Z][A-Z0-9'.\-]*)?): ")
+    with open(os.path.join(base, "labels.csv"), encoding="utf-8", newline="") as f:
+        for r in csv.DictReader(f):
+            key = r["key"]
+            ctx = r["context"].strip()
+            starts = list(turn.finditer(ctx))
+            context = []
+            for i, m in enumerate(starts):
+                end = starts[i + 1].start() if i + 1 < len(starts) else len(ctx)
+                text = ctx[m.end():end].strip()
+                if text:
+                    context.append({"speaker": m.group(1), "text": text})
+            if not starts and ctx:
+                context.append(ctx)
+            row = {"id": f"cmpt419:{key}", "text": r["utterance"].strip(),
+                   "audio": os.path.join(base, r["audio"]), "label": int(r["sarcasm"]),
+                   "speaker": r["speaker"].strip(), "source": "mustardpp_cmpt419",
+                   "group": f"cmpt419:{r['scene']}", "scene": r["scene"], "show": r["show"]}
+            if context:
+                row["context"] = context
+            if r.get("video", "").strip():
+                row["video"] = os.path.join(base, r["video"])
+            for k, col in (("sarcasm_type", "sarcasm_type"), ("emotion_implicit", "implicit_emotion"),
+                           ("emotion_explicit", "explicit_emotion")):
+                if r.get(col, "").strip():
+                    row[k] = r[col].strip()
+            for k in ("valence", "arousal"):
+                if r.get(k, "").strip():
+                    row[k] = float(r[k])
+            rows.append(row)
+    missing = [r["id"] for r in rows for k in ("audio", "video") if k in r and not os.path.isfile(r[k])]
+    if missing:
+        raise SystemExit(f"speech_cmpt419: media files missing for {missing[:5]}")
+    log = ["every text is also in mustard++.jsonl (same scene): score a text head trained on "
+           "MUStARD++ here only out of fold",
+           "8 keys are also in mustardpp_samples (mppwav:); one clip (2_495) holds several turns"]
+    return rows, log
+
+
 # --- main ----------------------------------------------------------------------------
 
 def write(path, rows):
@@ -619,6 +664,8 @@ def main():
     o.add("news_headlines.jsonl", *news(data))
     o.add("sarcasm_sign.jsonl", *sarcasm_sign(data))
     o.add("speech.jsonl", *speech(data))
+    if os.path.isdir(os.path.join(data, "speech", "mustardpp_cmpt419")):
+        o.add("speech_cmpt419.jsonl", *speech_cmpt419(data))
 
     for name, rows in o.files.items():
         write(os.path.join(out, name), rows)

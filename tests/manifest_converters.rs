@@ -22,6 +22,7 @@ const FILES: &[&str] = &[
     "news_headlines.jsonl",
     "sarcasm_sign.jsonl",
     "speech.jsonl",
+    "speech_cmpt419.jsonl",
 ];
 
 /// Python's `re.sub(r"\s+", " ", re.sub(r"[^\w\s]", "", s.lower())).strip()`, close enough
@@ -314,6 +315,20 @@ fn every_corpus_converts_to_a_loadable_manifest_with_the_documented_counts() {
         assert!(it.group.is_some() && it.text.is_some());
     }
     assert_eq!(sp.items.iter().filter(|i| i.video.is_some()).count(), 129);
+
+    // The second show-apart speech corpus: 210 MUStARD++ clips (105/105) with their TV
+    // audio and video, grouped by scene, with speaker and context turns.
+    let cm = &m["speech_cmpt419.jsonl"];
+    let all: Vec<_> = cm.items.iter().collect();
+    assert_eq!((all.len(), sarcastic(&all)), (210, 105));
+    for it in &cm.items {
+        assert!(it.id.starts_with("cmpt419:"), "{}", it.id);
+        let a = it.audio.as_deref().expect("audio");
+        assert!(a.is_absolute() && a.is_file(), "{}", a.display());
+        assert!(it.group.is_some() && it.text.is_some() && it.speaker.is_some());
+    }
+    assert_eq!(cm.items.iter().filter(|i| i.video.is_some()).count(), 209);
+    assert!(cm.items.iter().filter(|i| !i.context.is_empty()).count() > 200);
 
     // The summary names every file.
     for f in FILES {

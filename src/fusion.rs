@@ -31,8 +31,14 @@ pub const PACKAGED_HEADS_DIR: &str = "/usr/share/sarcasmd/heads";
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FusionConfig {
-    /// `sarcastic` is true when the fused probability reaches this.
+    /// Decision threshold on `p_sarcastic` at a balanced prior (the heads are calibrated
+    /// with both classes weighted equally).
     pub threshold: f32,
+    /// The room's expected share of sarcastic utterances. It moves the decision
+    /// threshold in log-odds (`logit(t') = logit(threshold) - logit(prior)`), not the
+    /// probability: 0.5 (the default) leaves `threshold` as it is; a meeting room that
+    /// expects one sarcastic line in ten sets 0.1, so only confident scores are flagged.
+    pub prior: f32,
     /// Directory holding `text_head`, `audio_head` and `fusion_head` (.onnx + .json).
     pub heads_dir: Option<PathBuf>,
 }
@@ -41,6 +47,7 @@ impl Default for FusionConfig {
     fn default() -> Self {
         Self {
             threshold: 0.5,
+            prior: 0.5,
             heads_dir: None,
         }
     }
@@ -51,7 +58,20 @@ impl FusionConfig {
         if !(self.threshold > 0.0 && self.threshold < 1.0) {
             return Err(FieldError::new("fusion.threshold", "must be within (0, 1)"));
         }
+        if !(self.prior >= 0.01 && self.prior <= 0.99) {
+            return Err(FieldError::new(
+                "fusion.prior",
+                "must be within [0.01, 0.99]: the expected share of sarcastic utterances (0.5 = balanced)",
+            ));
+        }
         Ok(())
+    }
+
+    /// The threshold on `p_sarcastic` that `sarcastic` uses: `threshold` moved by the
+    /// room's prior in log-odds.
+    pub fn effective_threshold(&self) -> f32 {
+        let t = logit(self.threshold) - logit(self.prior);
+        1.0 / (1.0 + (-t).exp())
     }
 
     pub fn heads_dir(&self) -> PathBuf {
@@ -116,6 +136,13 @@ pub struct HeadMeta {
     pub training: serde_json::Value,
     #[serde(default)]
     pub metrics: serde_json::Value,
+    /// Fusion head only: the views that may move `p_sarcastic` (`text`, `audio`,
+    /// `video`). A view earns its place on the cross-corpus protocol
+    /// (`models/train/cross_corpus.py`); the others are still scored and reported in
+    /// `views` but are masked out of the fused score. Absent (heads trained before the
+    /// rule): every view is weighted.
+    #[serde(default)]
+    pub weighted_views: Option<Vec<String>>,
 }
 
 /// A head's files after every check: metadata parsed (the raw JSON too, for heads with
@@ -225,6 +252,61 @@ impl Head {
     }
 }
 
+/// Which views may move the fused score (see [`HeadMeta::weighted_views`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WeightedViews {
+    pub text: bool,
+    pub audio: bool,
+    pub video: bool,
+}
+
+impl WeightedViews {
+    pub const ALL: Self = Self {
+        text: true,
+        audio: true,
+        video: true,
+    };
+
+    fn from_meta(meta: &HeadMeta, path: &Path) -> Result<Self, HeadError> {
+        let Some(names) = &meta.weighted_views else {
+            return Ok(Self::ALL);
+        };
+        let mut w = Self {
+            text: false,
+            audio: false,
+            video: false,
+        };
+        for n in names {
+            match n.as_str() {
+                "text" => w.text = true,
+                "audio" => w.audio = true,
+                "video" => w.video = true,
+                other => {
+                    return Err(HeadError::Meta {
+                        path: path.to_path_buf(),
+                        reason: format!(
+                            "weighted_views names `{other}`; the views are text, audio and video"
+                        ),
+                    })
+                }
+            }
+        }
+        Ok(w)
+    }
+
+    /// The view names, for logs and the startup summary.
+    pub fn names(&self) -> Vec<&'static str> {
+        [
+            (self.text, "text"),
+            (self.audio, "audio"),
+            (self.video, "video"),
+        ]
+        .into_iter()
+        .filter_map(|(on, n)| on.then_some(n))
+        .collect()
+    }
+}
+
 /// The heads, loaded once.
 #[derive(Clone)]
 pub struct Fusion {
@@ -233,9 +315,12 @@ pub struct Fusion {
     /// Loaded when a frame source is configured.
     pub video: Option<Head>,
     pub fused: Head,
+    /// The views `p_sarcastic` may depend on (the fusion head's `weighted_views`).
+    pub weighted: WeightedViews,
     /// MUStARD++ extras (emotions, sarcasm type, valence, arousal) from the text
     /// embedding: loaded with the text view when `extras_head.*` exist in the heads dir.
     pub extras: Option<ExtrasHead>,
+    /// The decision threshold in force: `fusion.threshold` moved by `fusion.prior`.
     pub threshold: f32,
 }
 
@@ -263,6 +348,7 @@ impl Fusion {
             None
         };
         let fused = Head::load(&dir, "fusion_head", FUSION_FEATURE_VERSION)?;
+        let weighted = WeightedViews::from_meta(&fused.meta, &dir.join("fusion_head.json"))?;
         let extras = if with_text {
             ExtrasHead::load_if_present(&dir)?
         } else {
@@ -273,16 +359,40 @@ impl Fusion {
             audio,
             video,
             fused,
+            weighted,
             extras,
-            threshold: cfg.threshold,
+            threshold: cfg.effective_threshold(),
         })
     }
 
-    /// Late fusion over the views that are present. The fused head was trained with
-    /// views masked out (logit 0, flag 0), so any two or three views go through it; a
-    /// single view's score is passed through unchanged, and an absent view is never
-    /// given a made-up score.
+    /// The served fused score: the fusion head over the weighted views that are
+    /// present, the others masked (logit 0, flag 0) as in the head's training. A view
+    /// without weight never moves the score, so when no weighted view is present there
+    /// is no score (`None`) rather than one made up from views that did not earn it.
+    /// The head also calibrates a single view's score.
     pub fn fuse(
+        &self,
+        p_text: Option<f32>,
+        p_audio: Option<f32>,
+        p_video: Option<f32>,
+    ) -> Result<Option<f32>, HeadError> {
+        let w = self.weighted;
+        let keep = |on: bool, p: Option<f32>| p.filter(|_| on);
+        let (t, a, v) = (
+            keep(w.text, p_text),
+            keep(w.audio, p_audio),
+            keep(w.video, p_video),
+        );
+        if t.is_none() && a.is_none() && v.is_none() {
+            return Ok(None);
+        }
+        self.run_head(t, a, v).map(Some)
+    }
+
+    /// Late fusion over whichever views are given, weighted or not: the combinations
+    /// `sarcasmd eval` reports beside the served score. A single view's score is passed
+    /// through unchanged, and an absent view is never given a made-up score.
+    pub fn fuse_views(
         &self,
         p_text: Option<f32>,
         p_audio: Option<f32>,
@@ -290,10 +400,18 @@ impl Fusion {
     ) -> Result<Option<f32>, HeadError> {
         let present = [p_text, p_audio, p_video];
         match present.iter().flatten().count() {
-            0 => return Ok(None),
-            1 => return Ok(present.into_iter().flatten().next()),
-            _ => {}
+            0 => Ok(None),
+            1 => Ok(present.into_iter().flatten().next()),
+            _ => self.run_head(p_text, p_audio, p_video).map(Some),
         }
+    }
+
+    fn run_head(
+        &self,
+        p_text: Option<f32>,
+        p_audio: Option<f32>,
+        p_video: Option<f32>,
+    ) -> Result<f32, HeadError> {
         let l = |p: Option<f32>| p.map_or(0.0, logit);
         let flag = |p: Option<f32>| if p.is_some() { 1.0 } else { 0.0 };
         let x = [
@@ -303,6 +421,72 @@ impl Fusion {
             flag(p_text),
             flag(p_video),
         ];
-        self.fused.predict(&x).map(Some)
+        self.fused.predict(&x)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(weighted: Option<&[&str]>) -> HeadMeta {
+        HeadMeta {
+            name: "fusion_head".into(),
+            version: "t".into(),
+            feature_version: FUSION_FEATURE_VERSION.into(),
+            input_dim: 5,
+            onnx_sha256: String::new(),
+            training: serde_json::Value::Null,
+            metrics: serde_json::Value::Null,
+            weighted_views: weighted.map(|w| w.iter().map(|s| s.to_string()).collect()),
+        }
+    }
+
+    #[test]
+    fn the_prior_moves_the_threshold_in_log_odds() {
+        let at = |threshold: f32, prior: f32| {
+            FusionConfig {
+                threshold,
+                prior,
+                heads_dir: None,
+            }
+            .effective_threshold()
+        };
+        assert!((at(0.5, 0.5) - 0.5).abs() < 1e-6);
+        assert!((at(0.6, 0.5) - 0.6).abs() < 1e-6);
+        // A room expecting one sarcastic line in five: flag from 0.8 (1 - prior at 0.5).
+        assert!((at(0.5, 0.2) - 0.8).abs() < 1e-5);
+        assert!((at(0.5, 0.9) - 0.1).abs() < 1e-5);
+        // Log-odds add: logit(t') = logit(0.7) - logit(0.2).
+        let expect = 1.0 / (1.0 + (-(logit(0.7) - logit(0.2))).exp());
+        assert!((at(0.7, 0.2) - expect).abs() < 1e-6);
+    }
+
+    #[test]
+    fn prior_is_validated_and_old_configs_default_to_balanced() {
+        let mut c = FusionConfig::default();
+        assert_eq!(c.prior, 0.5);
+        c.prior = 0.0;
+        assert_eq!(c.validate().unwrap_err().field, "fusion.prior");
+        c.prior = 1.0;
+        assert!(c.validate().is_err());
+        c.prior = 0.1;
+        assert!(c.validate().is_ok());
+        let old: FusionConfig = toml::from_str("threshold = 0.6\n").unwrap();
+        assert_eq!(old.prior, 0.5);
+        assert!((old.effective_threshold() - 0.6).abs() < 1e-6);
+    }
+
+    #[test]
+    fn weighted_views_come_from_the_fusion_heads_metadata() {
+        let p = Path::new("fusion_head.json");
+        assert_eq!(
+            WeightedViews::from_meta(&meta(None), p).unwrap(),
+            WeightedViews::ALL
+        );
+        let w = WeightedViews::from_meta(&meta(Some(&["text"])), p).unwrap();
+        assert_eq!(w.names(), vec!["text"]);
+        let err = WeightedViews::from_meta(&meta(Some(&["text", "smell"])), p).unwrap_err();
+        assert!(err.to_string().contains("smell"), "{err}");
     }
 }

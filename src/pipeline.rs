@@ -192,6 +192,30 @@ impl Engine {
                 models.insert("video_head".into(), h.label());
             }
             models.insert("fusion_head".into(), f.fused.label());
+            let w = f.weighted;
+            if w != crate::fusion::WeightedViews::ALL {
+                log::info!(
+                    "fusion: p_sarcastic weighs {} only; the other views are scored and \
+                     reported in `views` but did not raise the cross-corpus figure \
+                     (models/heads/CROSS_CORPUS.md)",
+                    w.names().join(" + ")
+                );
+            }
+            if f.text.is_none() && !w.audio && !(w.video && f.video.is_some()) {
+                log::warn!(
+                    "fusion: the text view is off ([text] enabled = false) and p_sarcastic \
+                     weighs only {}: events will carry the views but no fused score",
+                    w.names().join(" + ")
+                );
+            }
+            if (f.threshold - cfg.fusion.threshold).abs() > 1e-6 {
+                log::info!(
+                    "fusion: prior {} moves the threshold from {} to {:.3}",
+                    cfg.fusion.prior,
+                    cfg.fusion.threshold,
+                    f.threshold
+                );
+            }
             if let Some(h) = &f.extras {
                 models.insert("extras_head".into(), h.label());
             }

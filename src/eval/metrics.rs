@@ -179,6 +179,41 @@ pub fn expected_calibration_error(labels: &[bool], p: &[f32], bins: usize) -> f6
         .sum()
 }
 
+/// Area under the ROC curve: the probability that a random sarcastic item scores above
+/// a random other one, ties counting half (the Mann-Whitney statistic). `None` when
+/// either class is missing.
+pub fn roc_auc(labels: &[bool], p: &[f32]) -> Option<f64> {
+    assert_eq!(labels.len(), p.len(), "one probability per label");
+    let mut order: Vec<usize> = (0..p.len()).collect();
+    order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
+    // Mid-ranks over runs of equal scores.
+    let mut rank = vec![0f64; p.len()];
+    let mut i = 0;
+    while i < order.len() {
+        let mut j = i;
+        while j + 1 < order.len() && p[order[j + 1]] == p[order[i]] {
+            j += 1;
+        }
+        let mid = (i + j) as f64 / 2.0 + 1.0;
+        for &k in &order[i..=j] {
+            rank[k] = mid;
+        }
+        i = j + 1;
+    }
+    let n_pos = labels.iter().filter(|&&y| y).count() as f64;
+    let n_neg = labels.len() as f64 - n_pos;
+    if n_pos == 0.0 || n_neg == 0.0 {
+        return None;
+    }
+    let rank_sum: f64 = labels
+        .iter()
+        .zip(&rank)
+        .filter(|(&y, _)| y)
+        .map(|(_, r)| r)
+        .sum();
+    Some((rank_sum - n_pos * (n_pos + 1.0) / 2.0) / (n_pos * n_neg))
+}
+
 /// The threshold that maximises macro-F1 on these items, and that macro-F1. Chosen on
 /// the evaluated items themselves, so it is an optimistic bound, reported only to show
 /// how much a recalibrated threshold could gain.
@@ -351,5 +386,16 @@ mod tests {
             .collect();
         let (f, c) = (fleiss_kappa(&votes).unwrap(), cohen_kappa(&a, &b).unwrap());
         assert!(close(f, c), "{f} vs {c}");
+    }
+
+    #[test]
+    fn roc_auc_counts_ordered_pairs_and_half_ties() {
+        let y = [true, true, false, false];
+        assert_eq!(roc_auc(&y, &[0.9, 0.8, 0.2, 0.1]), Some(1.0));
+        assert_eq!(roc_auc(&y, &[0.1, 0.2, 0.8, 0.9]), Some(0.0));
+        assert_eq!(roc_auc(&y, &[0.5, 0.5, 0.5, 0.5]), Some(0.5));
+        // 3 of the 4 (pos, neg) pairs ordered, one tied: 3.5 / 4.
+        assert_eq!(roc_auc(&y, &[0.9, 0.4, 0.4, 0.1]), Some(0.875));
+        assert_eq!(roc_auc(&[true, true], &[0.1, 0.2]), None);
     }
 }

@@ -26,7 +26,7 @@ use crate::pipeline::{self, Engine, PipelineError, RunOptions};
 use crate::text::{TextEncoder, TextError};
 use crate::video::{FileVideoOptions, FileVideoSource, FrameSource};
 
-use metrics::{best_threshold, expected_calibration_error, Baselines, Scores};
+use metrics::{best_threshold, expected_calibration_error, roc_auc, Baselines, Scores};
 
 /// Words per second of conversational English (about 150 per minute): how a manifest's
 /// context turns, which carry no timing, are cut to the last `context_s` seconds.
@@ -225,6 +225,8 @@ pub struct Row {
     pub scores: Scores,
     pub baselines: Baselines,
     pub ece: Option<f64>,
+    /// ROC-AUC over the items with a probability (threshold-free ranking quality).
+    pub auc: Option<f64>,
     /// Threshold maximising macro-F1 on these very items (optimistic) and that figure.
     pub oracle_threshold: Option<(f32, f64)>,
     /// Items of this row whose gold text a head scoring them was trained on: a row with
@@ -356,7 +358,7 @@ impl Scorer<'_> {
             let pick = |used: bool, p: Option<f32>| if used { p } else { None };
             let p = self
                 .fusion
-                .fuse(pick(ut, t), pick(ua, a), pick(uv, v))
+                .fuse_views(pick(ut, t), pick(ua, a), pick(uv, v))
                 .map_err(|source| EvalError::Head {
                     id: r.id.clone(),
                     source,
@@ -629,6 +631,7 @@ fn row(
         scores,
         baselines: Baselines::of(labels),
         ece: has_p.then(|| expected_calibration_error(&yl, &pl, ECE_BINS)),
+        auc: roc_auc(&yl, &pl),
         oracle_threshold: has_p.then(|| best_threshold(&yl, &pl)),
         seen_in_training,
     }
@@ -704,6 +707,7 @@ fn build_rows(
                 scores: Scores::of(&labels, &pred),
                 baselines: Baselines::of(&labels),
                 ece: None,
+                auc: None,
                 oracle_threshold: None,
                 seen_in_training: None,
             });
@@ -812,13 +816,16 @@ pub fn render(report: &EvalReport) -> String {
     );
     let _ = writeln!(
         s,
-        "| views | context | subset | n | sarcastic | P | R | macro-F1 | acc | ECE | random F1 | majority F1 | seen in training |"
+        "| views | context | subset | n | sarcastic | P | R | macro-F1 | acc | AUC | ECE | random F1 | majority F1 | seen in training |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        s,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for r in &report.rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.views,
             r.context_s
                 .map(|c| format!("{c:.0} s"))
@@ -830,6 +837,7 @@ pub fn render(report: &EvalReport) -> String {
             pct(r.scores.recall_macro),
             pct(r.scores.f1_macro),
             pct(r.scores.accuracy),
+            r.auc.map(pct).unwrap_or_else(|| "-".into()),
             r.ece.map(pct).unwrap_or_else(|| "-".into()),
             pct(r.baselines.random_f1_macro),
             pct(r.baselines.majority_f1_macro),

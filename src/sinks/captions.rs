@@ -208,10 +208,16 @@ fn srt_clean(s: &str) -> String {
 /// The WebVTT block for one utterance: a NOTE with the score, then its cues.
 pub fn vtt_block(ev: &UtteranceEvent, cues: &[Cue], speaker: Option<&str>) -> String {
     let mut b = String::new();
+    // No weighted view (nothing recognised, text shed): no score rather than "NaN".
+    let p = if ev.p_sarcastic.is_finite() {
+        format!("{:.3}", ev.p_sarcastic)
+    } else {
+        "none".to_string()
+    };
     let _ = writeln!(
         b,
-        "NOTE utterance {} p_sarcastic={:.3} sarcastic={} threshold={:.3}\n",
-        ev.id, ev.p_sarcastic, ev.sarcastic, ev.threshold
+        "NOTE utterance {} p_sarcastic={p} sarcastic={} threshold={:.3}\n",
+        ev.id, ev.sarcastic, ev.threshold
     );
     for (i, c) in cues.iter().enumerate() {
         let mut text = vtt_escape(&c.text);

@@ -375,7 +375,7 @@ impl Collector for LiveCollector {
         family(
             &mut enc,
             "load_shed",
-            "Work skipped to keep up, by kind (vision_frames: camera frames skipped at the lowered rate; asr_fallback: final transcripts decoded by the smaller asr.fallback_model; text_view: long utterances scored by the audio view alone while the analyser was behind)",
+            "Work skipped to keep up, by kind (vision_frames: camera frames skipped at the lowered rate; asr_fallback: final transcripts decoded by the smaller asr.fallback_model; text_view: long utterances whose text view was skipped while the analyser was behind)",
             MetricType::Counter,
             "kind",
             &[

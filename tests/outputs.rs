@@ -24,10 +24,15 @@ const TOKEN: &str = "test-token-0123456789";
 
 /// A minimal HTTP/1.1 GET (the daemon's own listener on loopback): status, headers, body.
 fn http_get(port: u16, path: &str, token: Option<&str>) -> (u16, String, String) {
+    http_get_auth(port, path, token.map(|t| format!("Bearer {t}")).as_deref())
+}
+
+/// `http_get` with the whole `Authorization` value as given.
+fn http_get_auth(port: u16, path: &str, authorization: Option<&str>) -> (u16, String, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+    let auth = authorization
+        .map(|a| format!("Authorization: {a}\r\n"))
         .unwrap_or_default();
     write!(
         s,
@@ -214,6 +219,11 @@ fn metrics_parse_as_openmetrics_and_the_token_guards_every_route() {
     }
     let (st, head, _) = http_get(port, &format!("/?token={TOKEN}"), None);
     assert_eq!(st, 200, "{head}");
+    // The scheme is case-insensitive (RFC 9110): curl and browsers may send `bearer`.
+    for scheme in ["bearer", "BEARER"] {
+        let (st, head, _) = http_get_auth(port, "/", Some(&format!("{scheme} {TOKEN}")));
+        assert_eq!(st, 200, "{scheme}: {head}");
+    }
 
     // Wait for the first final event, then scrape.
     let t0 = Instant::now();

@@ -426,6 +426,15 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// The token of an `Authorization: Bearer <token>` value. The scheme is
+/// case-insensitive (RFC 9110, section 11.1): `bearer` and `BEARER` are as good as
+/// `Bearer`; one or more spaces separate it from the token.
+fn bearer_credentials(value: &str) -> Option<&str> {
+    let (scheme, rest) = value.trim().split_once(' ')?;
+    let token = rest.trim_start();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 fn query_token(req: &Request) -> Option<String> {
     form_urlencoded::parse(req.uri().query()?.as_bytes())
         .find(|(k, _)| k == "token")
@@ -440,7 +449,7 @@ async fn auth(State(st): State<AppState>, req: Request, next: Next) -> Response 
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(bearer_credentials)
         .map(|t| same_secret(t.as_bytes(), token.as_bytes()))
         .unwrap_or(false);
     let ok = from_header
@@ -567,6 +576,16 @@ async fn events(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_credentials("Bearer abc"), Some("abc"));
+        assert_eq!(bearer_credentials("bearer abc"), Some("abc"));
+        assert_eq!(bearer_credentials("BEARER  abc"), Some("abc"));
+        assert_eq!(bearer_credentials("Basic abc"), None);
+        assert_eq!(bearer_credentials("Bearer "), None);
+        assert_eq!(bearer_credentials("Bearerabc"), None);
+    }
 
     #[test]
     fn loopback_needs_no_token_but_other_addresses_do() {

@@ -388,10 +388,11 @@ struct Summary<'a> {
     run: &'a RunStats,
     /// CPU seconds (all threads) spent on the stream, model loading excluded.
     cpu_s: f64,
-    /// CPU seconds per audio second.
-    rtf_cpu: f64,
-    /// Wall seconds per audio second.
-    rtf_wall: f64,
+    /// CPU seconds per audio second; null when no audio was read (a stop during model
+    /// load), where the ratio means nothing.
+    rtf_cpu: Option<f64>,
+    /// Wall seconds per audio second; null as `rtf_cpu`.
+    rtf_wall: Option<f64>,
     peak_rss_mb: f64,
     model_load_ms: f64,
 }
@@ -402,20 +403,23 @@ fn report_with_cpu(
     cpu_s: f64,
     model_load_ms: f64,
 ) -> anyhow::Result<()> {
-    let audio = stats.audio_s.max(1e-9);
+    let per_audio_s = |x: f64| (stats.audio_s > 0.0).then(|| x / stats.audio_s);
     let s = Summary {
         run: stats,
         cpu_s,
-        rtf_cpu: cpu_s / audio,
-        rtf_wall: stats.wall_s / audio,
+        rtf_cpu: per_audio_s(cpu_s),
+        rtf_wall: per_audio_s(stats.wall_s),
         peak_rss_mb: resources::peak_rss_mb(),
         model_load_ms,
     };
     log::info!(
-        "{:.1} s audio in {:.2} s wall ({:.3} CPU-s per audio-s), {} utterances, {} events, drops {:?}, peak RSS {:.0} MB",
+        "{:.1} s audio in {:.2} s wall ({}), {} utterances, {} events, drops {:?}, peak RSS {:.0} MB",
         stats.audio_s,
         stats.wall_s,
-        s.rtf_cpu,
+        s.rtf_cpu.map_or_else(
+            || "no audio read".to_string(),
+            |r| format!("{r:.3} CPU-s per audio-s")
+        ),
         stats.utterances,
         stats.events,
         stats.dropped,

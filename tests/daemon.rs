@@ -153,6 +153,41 @@ fn bundled_sample_gives_five_events() {
 /// `Restart=on-failure` left the room without a detector. A live capture that ends is a
 /// failure: the events so far are flushed, the exit status is 1.
 #[test]
+fn stats_of_a_run_stopped_before_any_audio_have_no_per_audio_second_ratio() {
+    // A live capture stopped before it delivered audio: the ratios would divide by zero
+    // audio seconds (they read 29,894,000 CPU-s per audio-s), so they are null.
+    let stats = tempfile::NamedTempFile::new().unwrap();
+    let mut child = Command::new(bin())
+        .args(["replay", "-", "--rate", "16000", "--stats"])
+        .arg(stats.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut log = String::new();
+    while !log.contains("models loaded") {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+        assert!(n > 0, "the daemon ended before loading its models:\n{log}");
+        log += &line;
+    }
+    // SAFETY: plain kill(2) on our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    std::io::Read::read_to_string(&mut stderr, &mut log).unwrap();
+    let status = child.wait().unwrap();
+    drop(stdin);
+    assert!(status.success(), "{status:?}\n{log}");
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(stats.path()).unwrap()).unwrap();
+    assert_eq!(s["audio_s"].as_f64(), Some(0.0), "{s}");
+    assert!(s["rtf_cpu"].is_null() && s["rtf_wall"].is_null(), "{s}");
+    assert!(log.contains("no audio read"), "{log}");
+}
+
+#[test]
 fn run_exits_1_when_the_live_capture_on_stdin_ends() {
     let d = tempfile::tempdir().unwrap();
     let events = d.path().join("events.jsonl");

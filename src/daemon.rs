@@ -45,6 +45,10 @@ pub enum DaemonError {
     Mqtt(#[from] MqttError),
     #[error(transparent)]
     Manifest(#[from] crate::manifest::ManifestError),
+    /// A video file named on the command line (`replay --video`) that cannot be read:
+    /// bad input, as an unreadable audio file is, rather than an audio-only run.
+    #[error("--video needs a video file ffmpeg can read, recorded with the audio (same start)")]
+    VideoFile(#[source] VideoError),
     /// `run` with a live stdin source reached end of file: the capture process in front
     /// of the daemon (arecord) exited. Not a clean end, so the exit status is 1 and
     /// `Restart=on-failure` brings capture back.
@@ -59,9 +63,10 @@ pub const EXIT_MODELS: i32 = 3;
 impl DaemonError {
     pub fn exit_code(&self) -> i32 {
         match self {
-            DaemonError::Config(_) | DaemonError::Audio(_) | DaemonError::Manifest(_) => {
-                EXIT_BAD_INPUT
-            }
+            DaemonError::Config(_)
+            | DaemonError::Audio(_)
+            | DaemonError::Manifest(_)
+            | DaemonError::VideoFile(_) => EXIT_BAD_INPUT,
             // Unreadable token/password/CA files are configuration mistakes too.
             DaemonError::Http(HttpError::TokenFile { .. }) | DaemonError::Mqtt(_) => EXIT_BAD_INPUT,
             DaemonError::Pipeline(PipelineError::Audio(_)) => EXIT_BAD_INPUT,

@@ -115,6 +115,29 @@ fn missing_input_file() {
 }
 
 #[test]
+fn a_video_named_on_the_command_line_that_cannot_be_read_is_bad_input() {
+    // Missing, a directory, or not a video: exit 2 with the path and what --video
+    // takes, not a warning and an audio-only run that exits 0.
+    let d = tempfile::tempdir().unwrap();
+    let wav = good_wav(d.path());
+    let text = d.path().join("notes.mp4");
+    std::fs::write(&text, "not a video\n").unwrap();
+    let missing = d.path().join("missing.mp4");
+    let dir = d.path().to_path_buf();
+    for (video, says) in [
+        (&missing, "no such file"),
+        (&dir, "is a directory"),
+        (&text, "--video"),
+    ] {
+        let out = replay(
+            &[wav.to_str().unwrap(), "--video", video.to_str().unwrap()],
+            &[],
+        );
+        assert_clean_failure(&out, 2, &[video.to_str().unwrap(), "--video", says]);
+    }
+}
+
+#[test]
 fn empty_stdin() {
     let out = Command::new(bin())
         .args(["replay", "-"])

@@ -93,9 +93,15 @@ impl FileVideoSource {
             });
         }
         if !path.is_file() {
+            let reason = match std::fs::metadata(path) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => "no such file",
+                Err(_) => "cannot be read (permissions?)",
+                Ok(m) if m.is_dir() => "is a directory, not a video file",
+                Ok(_) => "is not a regular file (a device or a pipe?)",
+            };
             return Err(VideoError::Open {
                 what,
-                reason: "no such file".into(),
+                reason: reason.into(),
             });
         }
         let (src_w, src_h) = probe_size(path)?;

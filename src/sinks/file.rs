@@ -165,16 +165,24 @@ impl EventSink for EventsFile {
         self.push(g)
     }
 
+    /// The end of a stream. The events stream is the primary output: events that never
+    /// reached the file (still in the backlog, or dropped from it during an outage) make
+    /// this an error, so the run exits 1 as it does when stdout fails.
     fn flush(&mut self) -> std::io::Result<()> {
         if !self.backlog.is_empty() {
             self.drain();
         }
-        if !self.backlog.is_empty() {
-            log::error!(
-                "{}: {} events could not be written before exit",
+        let dropped = self.counters.events_file_dropped.load(Ordering::Relaxed);
+        if !self.backlog.is_empty() || dropped > 0 {
+            return Err(std::io::Error::other(format!(
+                "{}: {} events could not be written ({} still waiting at the end, {} dropped \
+                 from the backlog during the outage); check that the directory exists, is \
+                 writable by the daemon's user and has space",
                 self.path.display(),
-                self.backlog.len()
-            );
+                self.backlog.len() as u64 + dropped,
+                self.backlog.len(),
+                dropped
+            )));
         }
         Ok(())
     }

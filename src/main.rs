@@ -199,11 +199,29 @@ fn main() {
                 .downcast_ref::<DaemonError>()
                 .map(DaemonError::exit_code)
                 .unwrap_or(1);
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", error_chain(e.chain()));
             code
         }
     };
     std::process::exit(code);
+}
+
+/// An error and its causes in one line, each piece of text once. Many of our errors
+/// name their cause in their own message ("cannot read config file X: <os error>") and
+/// also expose it as `source()`; printing the chain as it is said the OS error twice.
+fn error_chain<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>) -> String {
+    let mut out = String::new();
+    for cause in chain {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -645,4 +663,41 @@ fn embed(input: &Path, out: &Path, context_s: f32) -> anyhow::Result<i32> {
     }
     w.flush()?;
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read config file /x.toml: {source}")]
+    struct Embeds {
+        source: std::io::Error,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("--video needs a video file")]
+    struct Wraps(#[source] std::io::Error);
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let os = || std::io::Error::from(std::io::ErrorKind::NotFound);
+        let e = anyhow::Error::new(Embeds { source: os() });
+        let line = error_chain(e.chain());
+        assert_eq!(line.matches(&os().to_string()).count(), 1, "{line}");
+        assert!(
+            line.starts_with("cannot read config file /x.toml: "),
+            "{line}"
+        );
+        let e = anyhow::Error::new(Wraps(os()));
+        assert_eq!(
+            error_chain(e.chain()),
+            format!("--video needs a video file: {}", os())
+        );
+        let e = anyhow::Error::new(os()).context("opening the stats file");
+        assert_eq!(
+            error_chain(e.chain()),
+            format!("opening the stats file: {}", os())
+        );
+    }
 }

@@ -138,6 +138,30 @@ fn a_video_named_on_the_command_line_that_cannot_be_read_is_bad_input() {
 }
 
 #[test]
+fn the_os_error_is_printed_once() {
+    // Errors that name their cause and also chain it printed it twice ("No such file or
+    // directory (os error 2): No such file or directory (os error 2)").
+    let d = tempfile::tempdir().unwrap();
+    let missing = d.path().join("missing");
+    let m = missing.to_str().unwrap();
+    for args in [
+        vec!["validate", m],
+        vec!["run", "--config", m],
+        vec!["eval", m],
+        vec!["replay", m],
+    ] {
+        let out = Command::new(bin()).args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.matches("os error 2").count(),
+            1,
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
 fn empty_stdin() {
     let out = Command::new(bin())
         .args(["replay", "-"])

@@ -175,6 +175,34 @@ fn other_rates_channels_and_formats_give_the_same_words() {
 }
 
 #[test]
+fn a_wav_that_ffmpeg_streamed_to_a_pipe_is_read_whole() {
+    // Written to a pipe, ffmpeg cannot seek back to fill in the sizes and leaves
+    // 0xFFFFFFFF in the RIFF and data headers; such a file was refused ("data chunk length
+    // is not a multiple of sample size"). It must give the same events as the file.
+    let c = compose(0.5, &SENTENCES[..2], 1.2);
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.wav");
+    write_wav_i16(&base, &c.samples, RATE);
+    let out = std::process::Command::new("ffmpeg")
+        .args(["-v", "error", "-nostdin", "-i"])
+        .arg(&base)
+        .args(["-f", "wav", "-"])
+        .output()
+        .expect("ffmpeg not found: run scripts/install-system-deps.sh --test");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(&out.stdout[4..8], &[0xff; 4], "ffmpeg wrote a sized header");
+    let streamed = dir.path().join("streamed.wav");
+    std::fs::write(&streamed, &out.stdout).unwrap();
+    let (whole, _) = run(Box::new(WavSource::open(&base).unwrap()));
+    let (piped, _) = run(Box::new(WavSource::open(&streamed).unwrap()));
+    assert_eq!(comparable(piped), comparable(whole));
+}
+
+#[test]
 fn silence_and_noise_give_no_events() {
     let mut x = silence(3.0);
     // Low-level deterministic noise, like a quiet room.

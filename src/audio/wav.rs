@@ -38,7 +38,7 @@ pub const MAX_CHANNELS: u16 = 64;
 pub struct WavSource<R: Read + Seek + Send = BufReader<File>> {
     path: PathBuf,
     info: WavInfo,
-    reader: WavReader<R>,
+    reader: WavReader<HeaderFix<R>>,
     resampler: StreamResampler,
     frames_read: u64,
     interleaved: Vec<f32>,
@@ -70,7 +70,7 @@ impl<R: Read + Seek + Send> WavSource<R> {
                 reason: "the file is empty (0 bytes)".into(),
             });
         }
-        let data_chunk = find_data_chunk(&mut reader).map_err(|reason| AudioError::NotWav {
+        let found = find_data_chunk(&mut reader).map_err(|reason| AudioError::NotWav {
             path: path.clone(),
             reason,
         })?;
@@ -80,7 +80,25 @@ impl<R: Read + Seek + Send> WavSource<R> {
                 path: path.clone(),
                 source,
             })?;
-        let reader = WavReader::new(reader).map_err(|e| classify_hound(&path, e))?;
+        // A WAV written to a pipe (ffmpeg, arecord) cannot go back to fill in its sizes and
+        // leaves a placeholder (0xFFFFFFFF, or about 2 GiB): read the audio that is there.
+        let mut fix = HeaderFix::new(reader);
+        let mut data_chunk = found.map(|c| (c.offset, c.size));
+        if let Some(c) = found.filter(|c| c.size >= STREAMED_SIZE_MIN) {
+            let present = len_bytes.saturating_sub(c.offset);
+            if present < c.size {
+                let align = u64::from(c.block_align.max(1));
+                let size = (present / align * align).min(u64::from(u32::MAX));
+                fix.patch(c.offset - 4, size as u32);
+                fix.patch(4, (len_bytes - 8).min(u64::from(u32::MAX)) as u32);
+                data_chunk = Some((c.offset, size));
+                log::info!(
+                    "{}: streamed WAV (size placeholder in the header): reading the {present} bytes present",
+                    path.display()
+                );
+            }
+        }
+        let reader = WavReader::new(fix).map_err(|e| classify_hound(&path, e))?;
         let spec = reader.spec();
         let float = spec.sample_format == SampleFormat::Float;
         match (float, spec.bits_per_sample) {
@@ -263,7 +281,20 @@ fn classify_hound(path: &Path, e: hound::Error) -> AudioError {
 /// Walk the RIFF chunks to find where the `data` chunk starts and how long its header
 /// says it is, so truncation is caught before decoding. `Ok(None)` when the layout is
 /// unusual but may still be readable; hound then has the final word.
-fn find_data_chunk<R: Read + Seek>(f: &mut R) -> Result<Option<(u64, u64)>, String> {
+/// Data chunk sizes from this one up are placeholders of a WAV written to a pipe
+/// (ffmpeg writes 0xFFFFFFFF; arecord about 2 GiB), not the length of the audio.
+const STREAMED_SIZE_MIN: u64 = 0x7FFF_0000;
+
+/// Where the data chunk starts, what its header declares, and the fmt chunk's block
+/// alignment (bytes per frame; 0 when no fmt chunk came first).
+#[derive(Debug, Clone, Copy)]
+struct DataChunk {
+    offset: u64,
+    size: u64,
+    block_align: u16,
+}
+
+fn find_data_chunk<R: Read + Seek>(f: &mut R) -> Result<Option<DataChunk>, String> {
     let mut head = [0u8; 12];
     if f.read_exact(&mut head).is_err() {
         return Err("shorter than a RIFF header (12 bytes)".into());
@@ -272,6 +303,7 @@ fn find_data_chunk<R: Read + Seek>(f: &mut R) -> Result<Option<(u64, u64)>, Stri
         return Err("no RIFF/WAVE signature (is this a WAV file?)".into());
     }
     let mut pos = 12u64;
+    let mut block_align = 0u16;
     for _ in 0..64 {
         let mut ch = [0u8; 8];
         if f.read_exact(&mut ch).is_err() {
@@ -279,7 +311,17 @@ fn find_data_chunk<R: Read + Seek>(f: &mut R) -> Result<Option<(u64, u64)>, Stri
         }
         let size = u32::from_le_bytes([ch[4], ch[5], ch[6], ch[7]]) as u64;
         if &ch[0..4] == b"data" {
-            return Ok(Some((pos + 8, size)));
+            return Ok(Some(DataChunk {
+                offset: pos + 8,
+                size,
+                block_align,
+            }));
+        }
+        if &ch[0..4] == b"fmt " && size >= 16 {
+            let mut fmt = [0u8; 16];
+            if f.read_exact(&mut fmt).is_ok() {
+                block_align = u16::from_le_bytes([fmt[12], fmt[13]]);
+            }
         }
         pos += 8 + size + (size & 1);
         if f.seek(SeekFrom::Start(pos)).is_err() {
@@ -287,4 +329,50 @@ fn find_data_chunk<R: Read + Seek>(f: &mut R) -> Result<Option<(u64, u64)>, Stri
         }
     }
     Ok(None)
+}
+
+/// A reader that shows some 32-bit little-endian header fields with other values (the
+/// sizes of a streamed WAV), so hound reads what is present instead of refusing it.
+pub struct HeaderFix<R> {
+    inner: R,
+    pos: u64,
+    patches: Vec<(u64, [u8; 4])>,
+}
+
+impl<R> HeaderFix<R> {
+    fn new(inner: R) -> Self {
+        Self {
+            inner,
+            pos: 0,
+            patches: Vec::new(),
+        }
+    }
+
+    fn patch(&mut self, offset: u64, value: u32) {
+        self.patches.push((offset, value.to_le_bytes()));
+    }
+}
+
+impl<R: Read> Read for HeaderFix<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let (start, end) = (self.pos, self.pos + n as u64);
+        for (at, bytes) in &self.patches {
+            for (i, b) in bytes.iter().enumerate() {
+                let p = at + i as u64;
+                if p >= start && p < end {
+                    buf[(p - start) as usize] = *b;
+                }
+            }
+        }
+        self.pos = end;
+        Ok(n)
+    }
+}
+
+impl<R: Seek> Seek for HeaderFix<R> {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        self.pos = self.inner.seek(to)?;
+        Ok(self.pos)
+    }
 }

@@ -25,6 +25,7 @@ pub mod pipeline;
 pub mod prosody;
 pub mod reconnect;
 pub mod resources;
+pub mod secret_file;
 pub mod segment;
 pub mod service;
 pub mod shed;

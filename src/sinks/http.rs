@@ -298,11 +298,11 @@ impl HttpServer {
         let token = match (&cfg.token, &cfg.token_file) {
             (Some(t), _) => Some(Arc::<str>::from(t.as_str())),
             (None, Some(p)) => {
-                let t = std::fs::read_to_string(p).map_err(|e| HttpError::TokenFile {
+                let t = crate::secret_file::read(p).map_err(|e| HttpError::TokenFile {
                     path: p.clone(),
                     reason: format!("cannot read: {e}"),
                 })?;
-                let t = t.trim_end_matches(['\n', '\r']);
+                let t = t.as_str();
                 check_token(t).map_err(|reason| HttpError::TokenFile {
                     path: p.clone(),
                     reason: format!("token {reason}"),

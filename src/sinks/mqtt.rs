@@ -977,11 +977,10 @@ fn on_error(sh: &Shared, conn: &mut Connection, e: &ConnectionError) -> bool {
 }
 
 fn read_password_file(path: &PathBuf) -> Result<String, MqttError> {
-    let s = std::fs::read_to_string(path).map_err(|source| MqttError::PasswordFile {
+    let p = crate::secret_file::read(path).map_err(|source| MqttError::PasswordFile {
         path: path.clone(),
         source,
     })?;
-    let p = s.trim_end_matches(['\n', '\r']).to_string();
     if p.is_empty() {
         return Err(MqttError::EmptyPasswordFile { path: path.clone() });
     }

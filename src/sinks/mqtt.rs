@@ -33,7 +33,7 @@
 //! `dropped_queue_full`.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -976,13 +976,15 @@ fn on_error(sh: &Shared, conn: &mut Connection, e: &ConnectionError) -> bool {
     keep_going
 }
 
-fn read_password_file(path: &PathBuf) -> Result<String, MqttError> {
+fn read_password_file(path: &Path) -> Result<String, MqttError> {
     let p = crate::secret_file::read(path).map_err(|source| MqttError::PasswordFile {
-        path: path.clone(),
+        path: path.to_path_buf(),
         source,
     })?;
     if p.is_empty() {
-        return Err(MqttError::EmptyPasswordFile { path: path.clone() });
+        return Err(MqttError::EmptyPasswordFile {
+            path: path.to_path_buf(),
+        });
     }
     Ok(p)
 }

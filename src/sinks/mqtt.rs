@@ -261,9 +261,33 @@ impl MqttConfig {
     }
 }
 
+/// MQTT's limit on a topic name (a UTF-8 string with a 16-bit length, MQTT 3.1.1 1.5.3).
+pub const MAX_TOPIC_BYTES: usize = 65_535;
+/// What the daemon appends to a prefix at most: `/` + device id (<= 64) + `/` + the
+/// longest leaf or discovery path it publishes.
+const TOPIC_SUFFIX_RESERVE_BYTES: usize = 256;
+
 fn check_topic_prefix(field: &str, p: &str) -> Result<(), FieldError> {
     if p.is_empty() {
         return Err(FieldError::new(field, "must not be empty"));
+    }
+    // Brokers keep `$` topics for themselves ($SYS): a client's publish there is dropped
+    // or refused, and the daemon would count events as sent that nobody can receive.
+    if p.starts_with('$') {
+        return Err(FieldError::new(
+            field,
+            "must not start with '$' (topics starting with '$' belong to the broker, e.g. $SYS)",
+        ));
+    }
+    if p.len() > MAX_TOPIC_BYTES - TOPIC_SUFFIX_RESERVE_BYTES {
+        return Err(FieldError::new(
+            field,
+            format!(
+                "is {} bytes; with the device id and topic names after it, a topic would pass MQTT's \
+                 limit of {MAX_TOPIC_BYTES} bytes",
+                p.len()
+            ),
+        ));
     }
     if p.contains(['+', '#']) {
         return Err(FieldError::new(
@@ -1106,6 +1130,26 @@ mod tests {
 
     fn field(c: &MqttConfig) -> String {
         c.validate().unwrap_err().field
+    }
+
+    #[test]
+    fn topic_prefixes_a_broker_would_drop_are_refused() {
+        let with = |prefix: &str| MqttConfig {
+            enabled: true,
+            topic_prefix: prefix.into(),
+            ..MqttConfig::default()
+        };
+        let e = with("$SYS/sarcasmd").validate().unwrap_err();
+        assert_eq!(e.field, "mqtt.topic_prefix");
+        assert!(e.reason.contains("'$'"), "{}", e.reason);
+        let long = "a".repeat(MAX_TOPIC_BYTES);
+        let e = with(&long).validate().unwrap_err();
+        assert!(e.reason.contains("65535"), "{}", e.reason);
+        assert!(with("site/floor-3").validate().is_ok());
+        let mut c = with("sarcasmd");
+        c.ha_discovery = true;
+        c.discovery_prefix = "$homeassistant".into();
+        assert_eq!(c.validate().unwrap_err().field, "mqtt.discovery_prefix");
     }
 
     #[test]

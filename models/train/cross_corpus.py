@@ -38,12 +38,14 @@ import subprocess
 import sys
 
 import numpy as np
+from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import GroupKFold
 
 sys.path.insert(0, os.path.dirname(__file__))
 import data  # noqa: E402
 from data import read_jsonl, write_jsonl  # noqa: E402
-from metrics import baselines, prf  # noqa: E402
+from metrics import baselines, paired_bootstrap, prf  # noqa: E402
+from speech_eval import head_probs  # noqa: E402
 from train import (FUSION_FEATURE_VERSION, SEED, arg_parser, embed, fit_lr,  # noqa: E402
                    fit_speech_heads, logit, oof_audio_video, predict, speech_views, text_keys, write_head)
 
@@ -63,12 +65,9 @@ def ece(y, p, bins=10):
 
 
 def auc(y, p):
-    y, p = np.asarray(y), np.asarray(p, float)
-    pos, neg = p[y == 1], p[y == 0]
-    if len(pos) == 0 or len(neg) == 0:
-        return float("nan")
-    gt = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
-    return float(gt / (len(pos) * len(neg)))
+    """ROC-AUC (ties count half, as `sarcasmd eval` computes it); NaN with one class."""
+    y = np.asarray(y)
+    return float(roc_auc_score(y, np.asarray(p, float))) if 0 < y.sum() < len(y) else float("nan")
 
 
 def boot_ci(y, p, fn, n=BOOT, seed=SEED):
@@ -84,15 +83,11 @@ def boot_ci(y, p, fn, n=BOOT, seed=SEED):
     return [float(v) for v in np.percentile(vals, [2.5, 97.5])]
 
 
-def paired_diff(y, p, q, thr=0.5, n=BOOT, seed=SEED):
-    """macro-F1(p) - macro-F1(q) and its paired bootstrap 95 % interval."""
-    y, a, b = np.asarray(y), np.asarray(p) >= thr, np.asarray(q) >= thr
-    rng = np.random.RandomState(seed)
-    d = []
-    for _ in range(n):
-        i = rng.randint(0, len(y), len(y))
-        d.append(prf(y[i], a[i])["f1_macro"] - prf(y[i], b[i])["f1_macro"])
-    return prf(y, a)["f1_macro"] - prf(y, b)["f1_macro"], [float(v) for v in np.percentile(d, [2.5, 97.5])]
+def paired_diff(y, p, q):
+    """macro-F1(p) - macro-F1(q) at 0.5 and its paired bootstrap 95 % interval."""
+    y = np.asarray(y)
+    d = prf(y, np.asarray(p) >= 0.5)["f1_macro"] - prf(y, np.asarray(q) >= 0.5)["f1_macro"]
+    return d, [float(v) for v in paired_bootstrap(y, p, q, n=BOOT, seed=SEED)]
 
 
 def scores(y, p, thr=0.5):
@@ -179,13 +174,6 @@ class Corpus:
         self.p_video = np.asarray(p_video, float)
 
 
-def head_probs(path, X):
-    """A shipped head's probabilities by onnx's reference runtime, one row at a time."""
-    from onnx.reference import ReferenceEvaluator
-    run = ReferenceEvaluator(path)
-    return np.array([run.run(None, {"x": x[None].astype(np.float32)})[0][0, 0] for x in X])
-
-
 def heads_dir(a, name, text_dir, audio_video, fusion, weighted, desc, train_rows, V):
     out = os.path.join(a.work, f"heads-{name}")
     os.makedirs(out, exist_ok=True)
@@ -230,10 +218,8 @@ def view_probs(items, ids):
     pt = np.array([get(items.get(i), "T") for i in ids], float)
     pa = np.array([get(items.get(i), "A") for i in ids], float)
     pv = np.array([get(items.get(i), "V") for i in ids], float)
-    served = np.array([get(items.get(i), "served") for i in ids], float)
     silent = np.array([bool(items[i]["silent"]) if i in items else True for i in ids])
-    dur = np.array([np.nan] * len(ids))
-    return pt, pa, pv, served, silent, dur
+    return pt, pa, pv, silent
 
 
 def durations(rows):
@@ -255,7 +241,7 @@ def direction(a, name, train_c, test_rows, text_dir, report):
     items, seen = run_eval(a, heads, test_rows, name)
     ids = [r["id"] for r in test_rows]
     y = np.array([int(r["label"]) for r in test_rows])
-    pt, pa, pv, _, silent, _ = view_probs(items, ids)
+    pt, pa, pv, silent = view_probs(items, ids)
     dur = durations(test_rows)
     res = {"n": len(ids), "n_sarcastic": int(y.sum()), "silent": int(silent.sum()), "seen_in_training": seen,
            "baselines": {k: v["f1_macro"] for k, v in baselines(y, seed=SEED).items()}, "rows": {}, "fused": {}}
@@ -372,7 +358,7 @@ def main():
         y = np.array([int(r["label"]) for r in test_rows])
         served = np.array([items[i]["p"].get("served", np.nan) if i in items else np.nan for i in ids], float)
         sv = np.nan_to_num(served, nan=0.0)
-        report[name]["served"] = {str(pr): scores(y, sv, thr=1 / (1 + pr / (1 - pr))) for pr in PRIORS}
+        report[name]["served"] = {str(pr): scores(y, sv, thr=1 - pr) for pr in PRIORS}
         report[name]["served_no_score"] = int(np.isnan(served).sum())
 
     # The shipped fusion head: the rule fitted on both corpora.

@@ -38,9 +38,9 @@ def baselines(y, seed=0, draws=2000):
     }
 
 
-def paired_bootstrap(y, p_row, p_base, n=2000, seed=13):
-    """95 % interval of macro-F1(row) - macro-F1(base) over items resampled with
-    replacement (the same resample for both: paired)."""
+def paired_bootstrap_draws(y, p_row, p_base, n=2000, seed=13):
+    """macro-F1(row) - macro-F1(base) over `n` resamples of the items with replacement
+    (the same resample for both: paired)."""
     y = np.asarray(y)
     rng = np.random.RandomState(seed)
     a, b = np.asarray(p_row) >= 0.5, np.asarray(p_base) >= 0.5
@@ -48,7 +48,13 @@ def paired_bootstrap(y, p_row, p_base, n=2000, seed=13):
     for _ in range(n):
         i = rng.randint(0, len(y), len(y))
         d.append(prf(y[i], a[i])["f1_macro"] - prf(y[i], b[i])["f1_macro"])
-    return np.percentile(d, [2.5, 97.5])
+    return np.array(d)
+
+
+def paired_bootstrap(y, p_row, p_base, n=2000, seed=13):
+    """95 % interval of macro-F1(row) - macro-F1(base) over items resampled with
+    replacement (the same resample for both: paired)."""
+    return np.percentile(paired_bootstrap_draws(y, p_row, p_base, n, seed), [2.5, 97.5])
 
 
 def row(name, m):

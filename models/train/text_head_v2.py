@@ -53,7 +53,7 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, os.path.dirname(__file__))
 import data  # noqa: E402
-from metrics import baselines, prf  # noqa: E402
+from metrics import baselines, paired_bootstrap_draws, prf  # noqa: E402
 from train import TEXT_FEATURE_VERSION, text_keys, write_head  # noqa: E402
 
 SEEDS = [13, 14, 15]
@@ -291,12 +291,7 @@ def boot(y, p_new, p_old, n=2000, seed=13):
     """Paired bootstrap over items: 95 % interval of macro-F1(new) - macro-F1(old) and
     the share of resamples where new > old."""
     y = np.asarray(y); a = np.asarray(p_new) >= 0.5; b = np.asarray(p_old) >= 0.5
-    rng = np.random.RandomState(seed)
-    d = []
-    for _ in range(n):
-        i = rng.randint(0, len(y), len(y))
-        d.append(prf(y[i], a[i])["f1_macro"] - prf(y[i], b[i])["f1_macro"])
-    d = np.array(d)
+    d = paired_bootstrap_draws(y, p_new, p_old, n, seed)
     return {"delta": float(prf(y, a)["f1_macro"] - prf(y, b)["f1_macro"]),
             "ci95": [float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5))], "p_better": float((d > 0).mean())}
 

@@ -276,8 +276,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             if let Some(path) = video {
                 // A file the user named must be readable: check it before models load
                 // (the daemon would otherwise warn and run audio-only).
-                FileVideoSource::open(&path, FileVideoOptions::default())
-                    .map_err(DaemonError::VideoFile)?;
+                FileVideoSource::probe(&path).map_err(DaemonError::VideoFile)?;
                 cfg.vision.source = sarcasmd::vision::VisionSourceConfig::File {
                     path,
                     offset_s: 0.0,

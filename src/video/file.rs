@@ -84,14 +84,9 @@ fn probe_size(path: &Path) -> Result<(u32, u32), VideoError> {
 }
 
 impl FileVideoSource {
-    pub fn open(path: &Path, opts: FileVideoOptions) -> Result<Self, VideoError> {
-        let what = path.display().to_string();
-        if !(opts.fps > 0.0 && opts.fps <= MAX_FPS) {
-            return Err(VideoError::Open {
-                what,
-                reason: format!("fps {} is outside (0, {MAX_FPS}]", opts.fps),
-            });
-        }
+    /// The checks `open` makes before it starts decoding: a regular file (a directory or
+    /// device is named as such) whose video stream ffprobe can read. Returns its size.
+    pub fn probe(path: &Path) -> Result<(u32, u32), VideoError> {
         if !path.is_file() {
             let reason = match std::fs::metadata(path) {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => "no such file",
@@ -100,11 +95,22 @@ impl FileVideoSource {
                 Ok(_) => "is not a regular file (a device or a pipe?)",
             };
             return Err(VideoError::Open {
-                what,
+                what: path.display().to_string(),
                 reason: reason.into(),
             });
         }
-        let (src_w, src_h) = probe_size(path)?;
+        probe_size(path)
+    }
+
+    pub fn open(path: &Path, opts: FileVideoOptions) -> Result<Self, VideoError> {
+        let what = path.display().to_string();
+        if !(opts.fps > 0.0 && opts.fps <= MAX_FPS) {
+            return Err(VideoError::Open {
+                what,
+                reason: format!("fps {} is outside (0, {MAX_FPS}]", opts.fps),
+            });
+        }
+        let (src_w, src_h) = Self::probe(path)?;
         let (width, height) = fit_frame(src_w, src_h);
         let mut child = Command::new("ffmpeg")
             .args(["-v", "error", "-nostdin", "-i"])

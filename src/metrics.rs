@@ -471,6 +471,25 @@ impl Collector for LiveCollector {
             "Browser overlays and other SSE clients connected now",
             clients as f64,
         )?;
+        if let Some(h) = self.hub.get() {
+            gauge(
+                &mut enc,
+                "http_connections",
+                "HTTP connections open now (SSE clients included; at most http.max_connections)",
+                h.connections() as f64,
+            )?;
+            family(
+                &mut enc,
+                "http_refused",
+                "HTTP connections or requests refused, by reason (connection_limit: http.max_connections open; host: Host header not allowed)",
+                MetricType::Counter,
+                "reason",
+                &[
+                    ("connection_limit", h.refused_connection_limit() as f64),
+                    ("host", h.refused_host() as f64),
+                ],
+            )?;
+        }
         if let Some(m) = &mqtt {
             gauge(
                 &mut enc,

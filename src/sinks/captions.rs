@@ -39,6 +39,9 @@ pub struct CaptionsConfig {
     pub rotate_mb: u32,
 }
 
+/// Largest `rotate_mb`: the HTTP listener serves a caption file up to this size.
+pub const MAX_ROTATE_MB: u32 = 256;
+
 impl Default for CaptionsConfig {
     fn default() -> Self {
         Self {
@@ -77,8 +80,14 @@ impl CaptionsConfig {
                 "must be within 1000..=30000",
             ));
         }
-        if self.rotate_mb == 0 {
-            return Err(FieldError::new("captions.rotate_mb", "must be at least 1"));
+        if !(1..=MAX_ROTATE_MB).contains(&self.rotate_mb) {
+            return Err(FieldError::new(
+                "captions.rotate_mb",
+                format!(
+                    "must be within 1..={MAX_ROTATE_MB} (a caption file is served whole to the overlay's clients; \
+                     64 MB holds months of meetings)"
+                ),
+            ));
         }
         if let (Some(a), Some(b)) = (&self.vtt, &self.srt) {
             if a == b {

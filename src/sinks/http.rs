@@ -8,18 +8,30 @@
 //! cannot send headers). Transcripts leave the device only through this listener and
 //! MQTT, and only when `output.include_transcript` is on.
 //!
+//! DNS rebinding: without a token, a request is served only when its `Host` names a
+//! loopback address, `localhost`, the bound address or an entry of `http.allowed_hosts`;
+//! otherwise a web page the operator visits could point its own host name at 127.0.0.1
+//! and read live transcripts. Refusals are counted (`sarcasmd_http_refused_total`).
+//!
+//! Connections: at most `max_connections` at once (SSE clients included); a connection
+//! beyond that is closed at once, counted and logged once per burst. A connection that
+//! has not sent a complete request head within `header_timeout_ms` (idle keep-alive, or
+//! a client sending slowly) is closed. Caption files are streamed, never read whole,
+//! and never more than the rotation size; a client that leaves stops the read.
+//!
 //! Queues: the [`Hub`] fans events out through a bounded broadcast channel
 //! (`client_buffer` messages per client). A client that falls further behind loses the
 //! oldest messages it had not read; the loss is counted (`sse_client_lagged`) and the
 //! client resynchronises from the next event. The sink thread never waits for a client.
 
 use std::collections::VecDeque;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -28,9 +40,12 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use futures_util::stream::Stream;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
-use tokio::sync::{broadcast, watch};
+use tokio::io::AsyncReadExt;
+use tokio::sync::{broadcast, watch, Semaphore};
 
 use crate::config::FieldError;
 use crate::metrics::{self, Metrics};
@@ -38,6 +53,11 @@ use crate::sinks::captions::CaptionsConfig;
 
 const OVERLAY_HTML: &str = include_str!("../../assets/overlay.html");
 const MIN_TOKEN_LEN: usize = 16;
+/// Upper bound of `http.max_connections`: with the unit's `LimitNOFILE=1024` this leaves
+/// room for the models, devices, sinks and threads.
+pub const MAX_CONNECTIONS_LIMIT: usize = 512;
+/// Descriptors the daemon needs besides HTTP connections (models, sockets, pipes).
+const OTHER_FDS: u64 = 128;
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -56,6 +76,16 @@ pub struct HttpConfig {
     pub client_buffer: usize,
     /// Serve `/metrics`.
     pub metrics: bool,
+    /// Open connections at most (SSE clients included); more are closed at once and
+    /// counted. Bounded so that connections cannot use up the process's file descriptors.
+    pub max_connections: usize,
+    /// A connection must send a complete request head within this time after it opens
+    /// or after its previous response (idle keep-alive); otherwise it is closed.
+    pub header_timeout_ms: u64,
+    /// Host names (as in the `Host` header, without port) that may reach a listener
+    /// without a token, besides loopback addresses, `localhost` and the bound address.
+    /// When set, it is enforced with a token too.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for HttpConfig {
@@ -68,6 +98,9 @@ impl Default for HttpConfig {
             replay_last: 8,
             client_buffer: 256,
             metrics: true,
+            max_connections: 64,
+            header_timeout_ms: 10_000,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -117,6 +150,30 @@ impl HttpConfig {
                 "http.client_buffer",
                 "must be within 16..=65536",
             ));
+        }
+        if !(1..=MAX_CONNECTIONS_LIMIT).contains(&self.max_connections) {
+            return Err(FieldError::new(
+                "http.max_connections",
+                format!("must be within 1..={MAX_CONNECTIONS_LIMIT}"),
+            ));
+        }
+        if !(1_000..=120_000).contains(&self.header_timeout_ms) {
+            return Err(FieldError::new(
+                "http.header_timeout_ms",
+                "must be within 1000..=120000",
+            ));
+        }
+        for h in &self.allowed_hosts {
+            let ok = !h.is_empty()
+                && h.len() <= 253
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-.:[]".contains(c));
+            if !ok {
+                return Err(FieldError::new(
+                    "http.allowed_hosts",
+                    format!("`{h}` is not a host name or address (e.g. \"room1.lan\", no scheme, port or path)"),
+                ));
+            }
         }
         Ok(())
     }
@@ -174,6 +231,11 @@ pub struct Hub {
     hello: String,
     clients: AtomicU64,
     lagged: AtomicU64,
+    connections: AtomicU64,
+    refused_connection_limit: AtomicU64,
+    refused_host: AtomicU64,
+    /// Set while connections are being refused, so the warning is logged once per burst.
+    refusing: AtomicBool,
 }
 
 impl Hub {
@@ -196,6 +258,10 @@ impl Hub {
             hello,
             clients: AtomicU64::new(0),
             lagged: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+            refused_connection_limit: AtomicU64::new(0),
+            refused_host: AtomicU64::new(0),
+            refusing: AtomicBool::new(false),
         })
     }
 
@@ -254,6 +320,51 @@ impl Hub {
     pub fn lagged_events(&self) -> u64 {
         self.lagged.load(Ordering::Relaxed)
     }
+
+    /// Open HTTP connections (SSE clients included).
+    pub fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    /// Connections closed at once because `max_connections` were open.
+    pub fn refused_connection_limit(&self) -> u64 {
+        self.refused_connection_limit.load(Ordering::Relaxed)
+    }
+
+    /// Requests refused because their `Host` is not allowed (DNS rebinding guard).
+    pub fn refused_host(&self) -> u64 {
+        self.refused_host.load(Ordering::Relaxed)
+    }
+
+    fn connection_refused(&self, max_connections: usize) {
+        self.refused_connection_limit
+            .fetch_add(1, Ordering::Relaxed);
+        if !self.refusing.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "http: {max_connections} connections open (http.max_connections); closing new ones \
+                 until some end (counted in sarcasmd_http_refused_total)"
+            );
+        }
+    }
+
+    fn connection_opened(&self) -> ConnectionGuard<'_> {
+        if self.refusing.swap(false, Ordering::Relaxed) {
+            log::info!(
+                "http: accepting connections again ({} refused so far)",
+                self.refused_connection_limit()
+            );
+        }
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        ConnectionGuard(self)
+    }
+}
+
+/// Counts a connection as open while it lives.
+struct ConnectionGuard<'a>(&'a Hub);
+impl Drop for ConnectionGuard<'_> {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Decrements the client count when a client's stream is dropped (disconnect).
@@ -271,8 +382,70 @@ struct AppState {
     /// The live caption files, served as written (`[captions]`).
     vtt: Option<Arc<PathBuf>>,
     srt: Option<Arc<PathBuf>>,
+    /// Bytes of a caption file served at most: its rotation size and one cue's slack.
+    caption_limit_bytes: u64,
     token: Option<Arc<str>>,
+    hosts: Arc<HostRule>,
     shutdown: watch::Receiver<bool>,
+}
+
+/// Which `Host` headers may reach the protected routes.
+#[derive(Debug)]
+struct HostRule {
+    /// No token and no allow-list: loopback names only. With an allow-list: those too.
+    /// With a token and no allow-list: any host (the token is the guard).
+    enforce: bool,
+    bound: IpAddr,
+    allowed: Vec<String>,
+}
+
+impl HostRule {
+    fn new(cfg: &HttpConfig, bound: IpAddr) -> Self {
+        let has_token = cfg.token.is_some() || cfg.token_file.is_some();
+        Self {
+            enforce: !has_token || !cfg.allowed_hosts.is_empty(),
+            bound,
+            allowed: cfg
+                .allowed_hosts
+                .iter()
+                .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+                .collect(),
+        }
+    }
+
+    /// Whether a request with this `Host` header may be served. No header at all is
+    /// allowed: browsers always send one, so such a client is not a rebinding page.
+    fn allows(&self, host: Option<&str>) -> bool {
+        if !self.enforce {
+            return true;
+        }
+        let Some(host) = host else { return true };
+        let name = host_name(host).trim_end_matches('.').to_ascii_lowercase();
+        if self.allowed.iter().any(|a| *a == name) {
+            return true;
+        }
+        // Browsers resolve `localhost` and `*.localhost` to loopback themselves (RFC 6761).
+        if name == "localhost" || name.ends_with(".localhost") {
+            return true;
+        }
+        let bare = name.trim_start_matches('[').trim_end_matches(']');
+        match bare.parse::<IpAddr>() {
+            Ok(ip) => ip.is_loopback() || ip == self.bound,
+            Err(_) => false,
+        }
+    }
+}
+
+/// The host part of a `Host` header value: `name`, `name:port`, `[v6]` or `[v6]:port`.
+fn host_name(value: &str) -> &str {
+    let v = value.trim();
+    if v.starts_with('[') {
+        return v.split_once(']').map_or(v, |(h, _)| &v[..h.len() + 1]);
+    }
+    match v.rsplit_once(':') {
+        Some((h, port)) if !h.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => v,
+    }
 }
 
 /// The running listener. Dropping it without [`HttpServer::shutdown`] also stops it.
@@ -311,6 +484,7 @@ impl HttpServer {
             }
             (None, None) => None,
         };
+        check_fd_limit(cfg.max_connections);
         let std_listener =
             std::net::TcpListener::bind(addr).map_err(|source| HttpError::Bind { addr, source })?;
         std_listener
@@ -330,9 +504,16 @@ impl HttpServer {
             metrics: if cfg.metrics { metrics } else { None },
             vtt: captions.vtt.clone().map(Arc::new),
             srt: captions.srt.clone().map(Arc::new),
+            caption_limit_bytes: (u64::from(captions.rotate_mb) + 1) << 20,
             token,
+            hosts: Arc::new(HostRule::new(cfg, local.ip())),
             shutdown: shutdown.clone(),
         };
+        let limits = ConnectionLimits {
+            max_connections: cfg.max_connections,
+            header_timeout: Duration::from_millis(cfg.header_timeout_ms),
+        };
+        let hub = state.hub.clone();
         let thread = std::thread::Builder::new()
             .name("http".into())
             .spawn(move || {
@@ -344,16 +525,7 @@ impl HttpServer {
                             return;
                         }
                     };
-                    let mut stop_rx = shutdown;
-                    let app = router(state);
-                    let served = axum::serve(listener, app)
-                        .with_graceful_shutdown(async move {
-                            let _ = stop_rx.wait_for(|s| *s).await;
-                        })
-                        .await;
-                    if let Err(e) = served {
-                        log::error!("http: server on {local} stopped: {e}");
-                    }
+                    serve(listener, router(state), limits, hub, shutdown).await;
                 });
             })
             .map_err(HttpError::Runtime)?;
@@ -406,6 +578,111 @@ impl Drop for HttpServer {
     }
 }
 
+#[derive(Debug, Clone, Copy)]
+struct ConnectionLimits {
+    max_connections: usize,
+    header_timeout: Duration,
+}
+
+/// The accept loop. axum::serve has neither a header-read timeout nor a connection
+/// cap, so connections are served by hyper directly, each holding one permit.
+async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: ConnectionLimits,
+    hub: Arc<Hub>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let mut accept_failing = false;
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = stopped(&mut stop) => break,
+        };
+        let (tcp, peer) = match accepted {
+            Ok(a) => {
+                accept_failing = false;
+                a
+            }
+            Err(e) => {
+                // EMFILE and the like: say it once, and do not spin while it lasts.
+                if !accept_failing {
+                    log::warn!("http: cannot accept connections: {e}");
+                    accept_failing = true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            hub.connection_refused(limits.max_connections);
+            drop(tcp);
+            continue;
+        };
+        let hub = hub.clone();
+        let service = TowerToHyperService::new(app.clone());
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            let _open = hub.connection_opened();
+            let _permit = permit;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_timeout);
+            let conn = builder.serve_connection(TokioIo::new(tcp), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        log::debug!("http: connection from {peer}: {e}");
+                    }
+                }
+                _ = stopped(&mut stop) => {
+                    // Finish the response in flight (SSE streams end on the same signal).
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+    // Every connection returns its permit when it ends.
+    let _ = permits.acquire_many(limits.max_connections as u32).await;
+}
+
+/// Resolves once the server is told to stop (the watch guard is not held across awaits).
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Warn when the process may not open `max_connections` sockets besides what the
+/// daemon needs anyway; raise the soft limit towards the hard one first.
+fn check_fd_limit(max_connections: usize) {
+    let need = max_connections as u64 + OTHER_FDS;
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit only read and write the struct passed by pointer.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return;
+        }
+        if (lim.rlim_cur as u64) < need && (lim.rlim_cur as u64) < lim.rlim_max as u64 {
+            lim.rlim_cur = (need as libc::rlim_t).min(lim.rlim_max);
+            let _ = libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            let _ = libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        }
+    }
+    if (lim.rlim_cur as u64) < need {
+        log::warn!(
+            "http: the open-file limit is {} but http.max_connections = {max_connections} needs about {need}: \
+             lower http.max_connections or raise LimitNOFILE= / ulimit -n",
+            lim.rlim_cur
+        );
+    }
+}
+
 fn router(state: AppState) -> Router {
     let protected = Router::new()
         .route("/", get(overlay))
@@ -442,6 +719,19 @@ fn query_token(req: &Request) -> Option<String> {
 }
 
 async fn auth(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    if !st.hosts.allows(host) {
+        st.hub.refused_host.fetch_add(1, Ordering::Relaxed);
+        log::debug!("http: refused Host {host:?}");
+        return (
+            StatusCode::FORBIDDEN,
+            "Host not allowed: use http://127.0.0.1 or localhost, add the name to http.allowed_hosts, or set http.token\n",
+        )
+            .into_response();
+    }
     let Some(token) = st.token.as_deref() else {
         return next.run(req).await;
     };
@@ -475,7 +765,13 @@ async fn metrics_text(State(st): State<AppState>) -> Response {
     }
 }
 
-async fn caption_file(path: Option<&PathBuf>, content_type: &'static str) -> Response {
+/// Streams a caption file in chunks, at most `limit_bytes` of it; when the client goes
+/// away the body is dropped and reading stops.
+async fn caption_file(
+    path: Option<&PathBuf>,
+    content_type: &'static str,
+    limit_bytes: u64,
+) -> Response {
     let Some(path) = path else {
         return (
             StatusCode::NOT_FOUND,
@@ -483,32 +779,64 @@ async fn caption_file(path: Option<&PathBuf>, content_type: &'static str) -> Res
         )
             .into_response();
     };
-    match tokio::fs::read(path).await {
-        Ok(body) => (
-            [
-                (header::CONTENT_TYPE, content_type),
-                (header::CACHE_CONTROL, "no-store"),
-            ],
-            body,
+    let unavailable = |why: String| {
+        log::warn!("http: cannot serve {}: {why}", path.display());
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "caption file not readable\n",
         )
-            .into_response(),
-        Err(e) => {
-            log::warn!("http: cannot read {}: {e}", path.display());
-            (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "caption file not readable\n",
-            )
-                .into_response()
+            .into_response()
+    };
+    let file = match tokio::fs::File::open(path).await {
+        Ok(f) => f,
+        Err(e) => return unavailable(e.to_string()),
+    };
+    let len = match file.metadata().await {
+        Ok(m) if m.is_file() => m.len().min(limit_bytes),
+        Ok(_) => return unavailable("not a regular file".into()),
+        Err(e) => return unavailable(e.to_string()),
+    };
+    const CHUNK_BYTES: usize = 64 * 1024;
+    let chunks = futures_util::stream::unfold(Some(file.take(len)), |reader| async move {
+        let mut reader = reader?;
+        let mut buf = vec![0u8; CHUNK_BYTES];
+        match reader.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(Bytes::from(buf)), Some(reader)))
+            }
+            // The error ends the body; the next poll ends the stream.
+            Err(e) => Some((Err(e), None)),
         }
-    }
+    });
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        [(header::CONTENT_LENGTH, len.to_string())],
+        Body::from_stream(chunks),
+    )
+        .into_response()
 }
 
 async fn captions_vtt(State(st): State<AppState>) -> Response {
-    caption_file(st.vtt.as_deref(), "text/vtt; charset=utf-8").await
+    caption_file(
+        st.vtt.as_deref(),
+        "text/vtt; charset=utf-8",
+        st.caption_limit_bytes,
+    )
+    .await
 }
 
 async fn captions_srt(State(st): State<AppState>) -> Response {
-    caption_file(st.srt.as_deref(), "application/x-subrip; charset=utf-8").await
+    caption_file(
+        st.srt.as_deref(),
+        "application/x-subrip; charset=utf-8",
+        st.caption_limit_bytes,
+    )
+    .await
 }
 
 async fn events(
@@ -616,6 +944,83 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(c.validate().unwrap_err().field, "http.bind");
+    }
+
+    #[test]
+    fn host_names_lose_their_port() {
+        assert_eq!(host_name("localhost:8790"), "localhost");
+        assert_eq!(host_name("127.0.0.1"), "127.0.0.1");
+        assert_eq!(host_name("[::1]:8790"), "[::1]");
+        assert_eq!(host_name("[::1]"), "[::1]");
+        assert_eq!(host_name("room1.lan:"), "room1.lan");
+        assert_eq!(host_name("::1"), "::1");
+    }
+
+    #[test]
+    fn the_host_rule_admits_loopback_and_the_bound_address_only() {
+        let cfg = HttpConfig::default();
+        let r = HostRule::new(&cfg, "192.168.1.20".parse().unwrap());
+        for ok in [
+            None,
+            Some("127.0.0.2"),
+            Some("[::1]:1"),
+            Some("localhost."),
+            Some("a.localhost"),
+            Some("192.168.1.20:8790"),
+        ] {
+            assert!(r.allows(ok), "{ok:?}");
+        }
+        for bad in [
+            Some("192.168.1.21"),
+            Some("evil.example"),
+            Some("localhost.evil"),
+            Some(""),
+        ] {
+            assert!(!r.allows(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn connection_limits_and_hosts_are_validated() {
+        for (field, c) in [
+            (
+                "http.max_connections",
+                HttpConfig {
+                    max_connections: 0,
+                    ..Default::default()
+                },
+            ),
+            (
+                "http.max_connections",
+                HttpConfig {
+                    max_connections: 513,
+                    ..Default::default()
+                },
+            ),
+            (
+                "http.header_timeout_ms",
+                HttpConfig {
+                    header_timeout_ms: 0,
+                    ..Default::default()
+                },
+            ),
+            (
+                "http.allowed_hosts",
+                HttpConfig {
+                    allowed_hosts: vec!["http://x".into()],
+                    ..Default::default()
+                },
+            ),
+            (
+                "http.allowed_hosts",
+                HttpConfig {
+                    allowed_hosts: vec!["".into()],
+                    ..Default::default()
+                },
+            ),
+        ] {
+            assert_eq!(c.validate().unwrap_err().field, field);
+        }
     }
 
     #[test]

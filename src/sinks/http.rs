@@ -421,7 +421,7 @@ impl HostRule {
         }
         let Some(host) = host else { return true };
         let name = host_name(host).trim_end_matches('.').to_ascii_lowercase();
-        if self.allowed.iter().any(|a| *a == name) {
+        if self.allowed.contains(&name) {
             return true;
         }
         // Browsers resolve `localhost` and `*.localhost` to loopback themselves (RFC 6761).
@@ -657,6 +657,8 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
 
 /// Warn when the process may not open `max_connections` sockets besides what the
 /// daemon needs anyway; raise the soft limit towards the hard one first.
+// rlim_t is u32 on 32-bit targets, u64 here.
+#[allow(clippy::unnecessary_cast)]
 fn check_fd_limit(max_connections: usize) {
     let need = max_connections as u64 + OTHER_FDS;
     let mut lim = libc::rlimit {

@@ -248,7 +248,9 @@ pub fn read_ggml_header(path: &Path) -> Result<GgmlHeader, AsrError> {
         path: path.to_path_buf(),
         reason,
     };
-    let mut f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let mut f = crate::file_kind::regular_file(path)
+        .and_then(|_| std::fs::File::open(path))
+        .map_err(|e| bad(e.to_string()))?;
     let mut b = [0u8; 48];
     f.read_exact(&mut b)
         .map_err(|_| bad("shorter than a ggml header (48 bytes)".into()))?;

@@ -296,10 +296,11 @@ impl Config {
     }
 
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::file_kind::read_text(path, crate::file_kind::MAX_TEXT_FILE_BYTES)
+            .map_err(|source| ConfigError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Self::parse(&text, path)
     }
 
@@ -403,6 +404,20 @@ impl Config {
             ));
         }
         self.captions.validate(self.output.include_transcript)?;
+        if self.output.events != "-" {
+            let events = Path::new(&self.output.events);
+            for (field, p) in [
+                ("captions.vtt", &self.captions.vtt),
+                ("captions.srt", &self.captions.srt),
+            ] {
+                if p.as_deref() == Some(events) {
+                    return Err(FieldError::new(
+                        field,
+                        "is the same file as output.events: the JSON lines and the captions would interleave",
+                    ));
+                }
+            }
+        }
         self.http.validate()?;
         self.mqtt.validate()?;
         Ok(())

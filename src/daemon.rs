@@ -45,6 +45,8 @@ pub enum DaemonError {
     Mqtt(#[from] MqttError),
     #[error(transparent)]
     Manifest(#[from] crate::manifest::ManifestError),
+    #[error(transparent)]
+    Preflight(#[from] crate::preflight::PreflightError),
     /// A video file named on the command line (`replay --video`) that cannot be read:
     /// bad input, as an unreadable audio file is, rather than an audio-only run.
     #[error("--video needs a video file ffmpeg can read, recorded with the audio (same start)")]
@@ -71,6 +73,8 @@ impl DaemonError {
             DaemonError::Http(HttpError::TokenFile { .. }) | DaemonError::Mqtt(_) => EXIT_BAD_INPUT,
             DaemonError::Pipeline(PipelineError::Audio(_)) => EXIT_BAD_INPUT,
             DaemonError::Engine(_) => EXIT_MODELS,
+            DaemonError::Preflight(crate::preflight::PreflightError::Config(_)) => EXIT_BAD_INPUT,
+            DaemonError::Preflight(crate::preflight::PreflightError::Models(_)) => EXIT_MODELS,
             _ => 1,
         }
     }
@@ -376,16 +380,23 @@ fn live_stats(c: &Counters, started: Instant) -> serde_json::Value {
 }
 
 /// The daemon as `sarcasmd run --config` runs it: [`run`] the config, and on SIGHUP
-/// (`reload`) re-read and validate the file *before* touching the running stream. An
-/// invalid file is logged with its file:line:column and the stream keeps running on the
-/// old config; a valid one ends the current stream gracefully (the utterance in progress
-/// is finished and flushed) and starts again with the new config.
+/// (`reload`) re-read the file, validate it and [`preflight`](crate::preflight) it
+/// *before* touching the running stream. An invalid file, or one naming files, secrets
+/// or models this machine does not have, is rejected (logged with its file:line:column or
+/// field) and the stream keeps running on the old config; a good one ends the current
+/// stream gracefully (the utterance in progress is finished and flushed) and starts
+/// again with the new config. If the new config still fails to start, the previous one
+/// is started again. Every outcome is logged, shown in the service status and counted
+/// (`sarcasmd_reloads_total{result}`).
 pub fn serve(
     config_path: &Path,
     stop: Arc<AtomicBool>,
     reload: Arc<AtomicBool>,
 ) -> Result<DaemonReport, DaemonError> {
     let mut cfg = Config::load(config_path)?;
+    // The config that ran before a reload, until the reloaded one has started.
+    let mut previous: Option<Config> = None;
+    let mut note: Option<String> = None;
     loop {
         let run_stop = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicBool::new(false));
@@ -405,7 +416,7 @@ pub fn serve(
                         }
                         if reload.swap(false, Ordering::Relaxed) {
                             service::reloading();
-                            match Config::load(&path) {
+                            match checked_config(&path) {
                                 Ok(new) => {
                                     log::info!(
                                         "reload: {} is valid; restarting the stream with it",
@@ -416,6 +427,9 @@ pub fn serve(
                                     return;
                                 }
                                 Err(e) => {
+                                    crate::metrics::RELOADS
+                                        .rejected
+                                        .fetch_add(1, Ordering::Relaxed);
                                     log::error!(
                                         "reload rejected, still running the previous config: {e}"
                                     );
@@ -428,13 +442,43 @@ pub fn serve(
                 })
                 .expect("spawn signal watcher")
         };
-        let report = run_with_stop(&cfg, run_stop, stop.clone());
+        let started = Arc::new(AtomicBool::new(false));
+        let report = run_with_stop(
+            &cfg,
+            run_stop,
+            stop.clone(),
+            &started,
+            note.take().as_deref(),
+        );
         done.store(true, Ordering::Relaxed);
         let _ = watcher.join();
-        let report = report?;
+        let report = match report {
+            Err(e) if !started.load(Ordering::Relaxed) && previous.is_some() => {
+                // The reloaded config passed every check and still did not start (a
+                // port in use, a model failing its checksum): back to the old one.
+                crate::metrics::RELOADS
+                    .failed
+                    .fetch_add(1, Ordering::Relaxed);
+                log::error!("reload failed, starting the previous config again: {e}");
+                note = Some(format!("reload failed: {e}"));
+                cfg = previous.take().expect("checked above");
+                if stop.load(Ordering::Relaxed) {
+                    return Err(e);
+                }
+                continue;
+            }
+            r => r?,
+        };
+        if previous.take().is_some() {
+            crate::metrics::RELOADS
+                .applied
+                .fetch_add(1, Ordering::Relaxed);
+        }
         let pending = next.lock().expect("reload slot").take();
         match pending {
-            Some(new) if !stop.load(Ordering::Relaxed) => cfg = new,
+            Some(new) if !stop.load(Ordering::Relaxed) => {
+                previous = Some(std::mem::replace(&mut cfg, new));
+            }
             _ if !stop.load(Ordering::Relaxed)
                 && matches!(cfg.source, SourceConfig::Stdin { live: true, .. }) =>
             {
@@ -448,18 +492,29 @@ pub fn serve(
     }
 }
 
+/// A config file parsed, validated and preflighted (what a reload must pass).
+fn checked_config(path: &Path) -> Result<Config, DaemonError> {
+    let cfg = Config::load(path)?;
+    crate::preflight::check(&cfg)?;
+    Ok(cfg)
+}
+
 /// Run the daemon on `cfg` until the source ends or `stop` is set.
 pub fn run(cfg: &Config, stop: Arc<AtomicBool>) -> Result<DaemonReport, DaemonError> {
-    run_with_stop(cfg, stop.clone(), stop)
+    run_with_stop(cfg, stop.clone(), stop, &AtomicBool::new(false), None)
 }
 
 /// `stop` ends the stream; `signalled` says whether that is the process being asked to
-/// exit (short shutdown budget) rather than a reload.
+/// exit (short shutdown budget) rather than a reload. `started` is set once the stream
+/// runs; `note` is added to the service status then (e.g. a failed reload).
 fn run_with_stop(
     cfg: &Config,
     stop: Arc<AtomicBool>,
     signalled: Arc<AtomicBool>,
+    started: &AtomicBool,
+    note: Option<&str>,
 ) -> Result<DaemonReport, DaemonError> {
+    crate::preflight::check_start(cfg)?;
     let opened = open_source_parts(cfg)?;
     let source = opened.source;
     log::info!("source: {}", source.describe());
@@ -489,10 +544,12 @@ fn run_with_stop(
     let ticker_done = Arc::new(AtomicBool::new(false));
     let ticker = outputs.spawn_stats_ticker(cfg, ticker_done.clone());
     outputs.status("running");
+    started.store(true, Ordering::Relaxed);
     service::ready(&format!(
-        "running: {} ({} ms to load models)",
+        "running: {} ({} ms to load models){}",
         cfg.asr.model,
-        engine.load_ms.round()
+        engine.load_ms.round(),
+        note.map(|n| format!("; {n}")).unwrap_or_default()
     ));
     let watchdog = service::Watchdog::start(outputs.counters.clone());
     let cpu0 = crate::resources::cpu_seconds();

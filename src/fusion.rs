@@ -18,6 +18,8 @@ use crate::onnx::{self, InputSpec, OnnxError, Runnable};
 
 /// Feature versions this build produces.
 pub const TEXT_FEATURE_VERSION: &str = "usem3-512-v1";
+/// Heads are logistic regressions of a few KB; a larger file is the wrong file.
+const MAX_HEAD_BYTES: u64 = 16 << 20;
 /// Fusion input: `[logit p_text, logit p_audio, logit p_video, has_text, has_video]`,
 /// an absent view's logit being 0 with its flag 0.
 pub const FUSION_FEATURE_VERSION: &str = "late-logits-masked-v2";
@@ -161,10 +163,11 @@ pub(crate) fn read_checked(
 ) -> Result<CheckedHead, HeadError> {
     let meta_path = dir.join(format!("{name}.json"));
     let onnx_path = dir.join(format!("{name}.onnx"));
-    let meta_json = std::fs::read_to_string(&meta_path).map_err(|e| HeadError::Meta {
-        path: meta_path.clone(),
-        reason: e.to_string(),
-    })?;
+    let meta_json = crate::file_kind::read_text(&meta_path, crate::file_kind::MAX_TEXT_FILE_BYTES)
+        .map_err(|e| HeadError::Meta {
+            path: meta_path.clone(),
+            reason: e.to_string(),
+        })?;
     let meta: HeadMeta = serde_json::from_str(&meta_json).map_err(|e| HeadError::Meta {
         path: meta_path.clone(),
         reason: e.to_string(),
@@ -176,10 +179,11 @@ pub(crate) fn read_checked(
             expected: expected_feature_version.into(),
         });
     }
-    let bytes = std::fs::read(&onnx_path).map_err(|e| HeadError::Meta {
-        path: onnx_path.clone(),
-        reason: e.to_string(),
-    })?;
+    let bytes =
+        crate::file_kind::read_bytes(&onnx_path, MAX_HEAD_BYTES).map_err(|e| HeadError::Meta {
+            path: onnx_path.clone(),
+            reason: e.to_string(),
+        })?;
     let found = crate::models::sha256_bytes(&bytes);
     if found != meta.onnx_sha256 {
         return Err(HeadError::Checksum {

@@ -158,11 +158,16 @@ pub struct Manifest {
     pub items: Vec<ManifestItem>,
 }
 
+/// The largest corpus manifest we convert is a few MB; this bounds a wrong path.
+const MAX_MANIFEST_BYTES: u64 = 1 << 30;
+
 impl Manifest {
     pub fn load(path: &Path) -> Result<Self, ManifestError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Io {
-            path: path.to_path_buf(),
-            source,
+        let text = crate::file_kind::read_text(path, MAX_MANIFEST_BYTES).map_err(|source| {
+            ManifestError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
         })?;
         Self::parse(&text, path)
     }

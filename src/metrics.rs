@@ -7,7 +7,7 @@
 //! live drop counts and queue depths without the pipeline knowing about Prometheus.
 
 use std::fmt;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use prometheus_client::collector::Collector;
@@ -156,6 +156,24 @@ impl Metrics {
         out
     }
 }
+
+/// Reloads over the life of the process (each reload starts a new stream with new
+/// [`Counters`], so these live outside them).
+#[derive(Debug)]
+pub struct ReloadCounters {
+    /// A reloaded config that started.
+    pub applied: AtomicU64,
+    /// Refused before the stream was touched (invalid, or failed preflight).
+    pub rejected: AtomicU64,
+    /// Passed the checks but did not start; the previous config runs again.
+    pub failed: AtomicU64,
+}
+
+pub static RELOADS: ReloadCounters = ReloadCounters {
+    applied: AtomicU64::new(0),
+    rejected: AtomicU64::new(0),
+    failed: AtomicU64::new(0),
+};
 
 fn counter<N: prometheus_client::encoding::EncodeCounterValue>(
     enc: &mut DescriptorEncoder,
@@ -470,6 +488,18 @@ impl Collector for LiveCollector {
             "sse_clients",
             "Browser overlays and other SSE clients connected now",
             clients as f64,
+        )?;
+        family(
+            &mut enc,
+            "reloads",
+            "Configuration reloads (SIGHUP) by result: applied, rejected (invalid or failed preflight; old config kept), failed (did not start; old config restarted)",
+            MetricType::Counter,
+            "result",
+            &[
+                ("applied", RELOADS.applied.load(Ordering::Relaxed) as f64),
+                ("rejected", RELOADS.rejected.load(Ordering::Relaxed) as f64),
+                ("failed", RELOADS.failed.load(Ordering::Relaxed) as f64),
+            ],
         )?;
         if let Some(h) = self.hub.get() {
             gauge(

@@ -153,7 +153,7 @@ pub fn check_file(
     bytes: u64,
     sha256: Option<&str>,
 ) -> Result<(), ModelError> {
-    let meta = match std::fs::metadata(path) {
+    let meta = match crate::file_kind::regular_file(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(ModelError::Missing {

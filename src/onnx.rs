@@ -38,10 +38,13 @@ impl InputSpec {
 
 pub fn load_path(path: &Path, inputs: &[InputSpec]) -> Result<Runnable, OnnxError> {
     let what = path.display().to_string();
-    let mut f = std::fs::File::open(path).map_err(|e| OnnxError {
-        what: what.clone(),
-        reason: e.to_string(),
-    })?;
+    // By kind first: a FIFO would block the open, a device would be read without end.
+    let mut f = crate::file_kind::regular_file(path)
+        .and_then(|_| std::fs::File::open(path))
+        .map_err(|e| OnnxError {
+            what: what.clone(),
+            reason: e.to_string(),
+        })?;
     load_reader(&what, &mut f, inputs)
 }
 

@@ -108,6 +108,27 @@ pub struct Engine {
     pub load_ms: f64,
 }
 
+/// The model-store names [`Engine::load`] gets for this config (checked by `preflight`
+/// without loading them).
+pub fn required_models(cfg: &Config, with_vision: bool) -> Vec<String> {
+    let mut names = vec!["silero-vad".to_string(), cfg.asr.store_name()];
+    names.extend(cfg.asr.fallback_store_name());
+    if cfg.text.enabled {
+        names.extend(["usem3".to_string(), "usem3-spm".to_string()]);
+    }
+    if with_vision {
+        names.extend(
+            [
+                crate::vision::DETECTOR_MODEL,
+                crate::vision::LANDMARK_MODEL,
+                crate::vision::EXPRESSION_MODEL,
+            ]
+            .map(String::from),
+        );
+    }
+    names
+}
+
 impl Engine {
     pub fn load(cfg: &Config) -> Result<Self, EngineError> {
         Self::load_inner(cfg, true, cfg.vision.enabled())
@@ -125,6 +146,7 @@ impl Engine {
         Self::load_inner(cfg, true, with_vision)
     }
 
+    // Keep in step with `required_models`, which preflight checks.
     fn load_inner(cfg: &Config, with_heads: bool, with_vision: bool) -> Result<Self, EngineError> {
         let t0 = Instant::now();
         let store = ModelStore::new(

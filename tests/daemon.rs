@@ -267,3 +267,80 @@ fn sigterm_flushes_and_exits_cleanly_while_stdin_is_silent() {
     assert!(status.success(), "{status:?}");
     drop(stdin);
 }
+
+#[test]
+fn sigterm_ends_the_process_in_bounded_time_when_nobody_reads_stdout() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // Events go to a pipe that is already full and that nobody reads: the first event's
+    // write blocks for good. SIGTERM must still end the process (issue 25, class 10).
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills the two descriptors, owned below.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    let (read_end, write_end) =
+        unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    unsafe {
+        libc::fcntl(fds[1], libc::F_SETPIPE_SZ, 4096);
+        let flags = libc::fcntl(fds[1], libc::F_GETFL);
+        libc::fcntl(fds[1], libc::F_SETFL, flags | libc::O_NONBLOCK);
+        let junk = [b'#'; 512];
+        while libc::write(fds[1], junk.as_ptr().cast(), junk.len()) > 0 {}
+        libc::fcntl(fds[1], libc::F_SETFL, flags);
+    }
+    let c = compose(
+        0.3,
+        &[("Oh wonderful, the printer is jammed again.", "en-us")],
+        1.5,
+    );
+    let mut child = Command::new(bin())
+        .args(["replay", "-", "--rate", "16000"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::from(write_end))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&to_s16le(&c.samples)).unwrap();
+    stdin.flush().unwrap();
+    // Wait until the pipeline has produced its event (and blocked writing it).
+    let stderr = child.stderr.take().unwrap();
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            for line in
+                std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok)
+            {
+                let mut l = log.lock().unwrap();
+                l.push_str(&line);
+                l.push('\n');
+            }
+        })
+    };
+    let t0 = std::time::Instant::now();
+    while !log.lock().unwrap().contains("models loaded") {
+        assert!(t0.elapsed().as_secs() < 120, "models never loaded");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    // SAFETY: plain kill(2) on our own child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let t_term = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t_term.elapsed().as_secs() > 30 {
+            let _ = child.kill();
+            panic!("still running 30 s after SIGTERM with a stalled stdout");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let _ = reader.join();
+    let log = log.lock().unwrap().clone();
+    eprintln!("exited {:?} after SIGTERM: {status:?}", t_term.elapsed());
+    // Events were lost: not a clean exit, and the log says why.
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(log.contains("shutdown did not finish"), "{log}");
+    drop(stdin);
+    drop(read_end);
+}

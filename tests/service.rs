@@ -184,6 +184,67 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
         || events(&events_path).len() > count,
     );
 
+    // A config that parses but names models this machine does not have: rejected by
+    // the preflight before the stream is touched (issue 25, class 9).
+    std::fs::write(
+        &cfg_path,
+        format!(
+            "{base}\n[models]\ndir = \"{}\"\n",
+            d.path().join("no-models").display()
+        ),
+    )
+    .unwrap();
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    wait_until(
+        "the preflight rejection in the log",
+        Duration::from_secs(10),
+        || {
+            let l = log.lock().unwrap();
+            l.matches("reload rejected").count() >= 2 && l.contains("models.dir")
+        },
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "daemon died on a reload without models"
+    );
+
+    // A config that passes every check and still cannot start (its port is taken):
+    // the previous config starts again and the failure is reported.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    std::fs::write(
+        &cfg_path,
+        format!("{base}\n[http]\nenabled = true\nbind = \"127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    wait_until(
+        "the failed reload in the log",
+        Duration::from_secs(60),
+        || {
+            log.lock()
+                .unwrap()
+                .contains("reload failed, starting the previous config again")
+        },
+    );
+    let count = events(&events_path).len();
+    wait_until(
+        "events to continue on the previous config after a failed reload",
+        Duration::from_secs(60),
+        || events(&events_path).len() > count,
+    );
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "daemon died on a reload that could not start"
+    );
+    notify.drain();
+    assert!(
+        notify.seen.iter().any(|m| m.contains("reload failed")),
+        "{:?}",
+        notify.seen
+    );
+    drop(taken);
+
     // A valid change is applied: later events carry the new threshold.
     std::fs::write(&cfg_path, format!("{base}\n[fusion]\nthreshold = 0.93\n")).unwrap();
     unsafe { libc::kill(pid, libc::SIGHUP) };

@@ -179,6 +179,19 @@ impl HttpConfig {
     }
 }
 
+/// The token in `http.token_file`, checked as `http.token` is.
+pub fn read_token_file(path: &std::path::Path) -> Result<String, HttpError> {
+    let t = crate::secret_file::read(path).map_err(|e| HttpError::TokenFile {
+        path: path.to_path_buf(),
+        reason: format!("cannot read: {e}"),
+    })?;
+    check_token(&t).map_err(|reason| HttpError::TokenFile {
+        path: path.to_path_buf(),
+        reason: format!("token {reason}"),
+    })?;
+    Ok(t)
+}
+
 fn check_token(t: &str) -> Result<(), String> {
     if t.chars().count() < MIN_TOKEN_LEN {
         return Err(format!("must be at least {MIN_TOKEN_LEN} characters"));
@@ -470,18 +483,7 @@ impl HttpServer {
         })?;
         let token = match (&cfg.token, &cfg.token_file) {
             (Some(t), _) => Some(Arc::<str>::from(t.as_str())),
-            (None, Some(p)) => {
-                let t = crate::secret_file::read(p).map_err(|e| HttpError::TokenFile {
-                    path: p.clone(),
-                    reason: format!("cannot read: {e}"),
-                })?;
-                let t = t.as_str();
-                check_token(t).map_err(|reason| HttpError::TokenFile {
-                    path: p.clone(),
-                    reason: format!("token {reason}"),
-                })?;
-                Some(Arc::<str>::from(t))
-            }
+            (None, Some(p)) => Some(Arc::<str>::from(read_token_file(p)?.as_str())),
             (None, None) => None,
         };
         check_fd_limit(cfg.max_connections);

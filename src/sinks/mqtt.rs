@@ -1000,7 +1000,7 @@ fn on_error(sh: &Shared, conn: &mut Connection, e: &ConnectionError) -> bool {
     keep_going
 }
 
-fn read_password_file(path: &Path) -> Result<String, MqttError> {
+pub fn read_password_file(path: &Path) -> Result<String, MqttError> {
     let p = crate::secret_file::read(path).map_err(|source| MqttError::PasswordFile {
         path: path.to_path_buf(),
         source,
@@ -1015,7 +1015,7 @@ fn read_password_file(path: &Path) -> Result<String, MqttError> {
 
 /// rustls client config with the ring provider passed explicitly (no aws-lc, no reliance on
 /// a process default), trusting only the configured CA.
-fn rustls_config(tls: &MqttTlsConfig) -> Result<rustls::ClientConfig, MqttError> {
+pub fn rustls_config(tls: &MqttTlsConfig) -> Result<rustls::ClientConfig, MqttError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 

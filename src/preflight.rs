@@ -1,0 +1,130 @@
+//! What a config names on this machine, checked without side effects: the files it
+//! reads (source, video, secrets, CA, models, heads) exist, are regular files and hold
+//! what they must; the files it writes (events, captions) can be written (a regular
+//! file, a pipe or a character device such as `/dev/null`; never a directory). Run by
+//! `sarcasmd validate` (the unit's `ExecStartPre`), at every start and before a reload
+//! is accepted, so that `validate` refuses what `run` would refuse and a reload that
+//! cannot start is rejected while the old stream keeps running.
+//!
+//! Not checked here: model checksums (slow on a Pi; `sarcasmd models` and the start do
+//! it) and whether `http.bind`'s port is free (the previous instance may still hold it
+//! while systemd restarts us; the start reports it).
+
+use std::path::Path;
+
+use thiserror::Error;
+
+use crate::config::{Config, FieldError, SourceConfig};
+use crate::file_kind;
+use crate::fusion::Fusion;
+use crate::models::ModelStore;
+use crate::vision::VisionSourceConfig;
+
+/// The first problem found, named by its config field.
+#[derive(Debug, Error)]
+pub enum PreflightError {
+    /// A file the config names is missing, of the wrong kind, or unusable.
+    #[error("`{}`: {}", .0.field, .0.reason)]
+    Config(FieldError),
+    /// A model or head is missing or of the wrong size (`scripts/fetch-models.sh`).
+    #[error("`{}`: {}", .0.field, .0.reason)]
+    Models(FieldError),
+}
+
+impl From<FieldError> for PreflightError {
+    fn from(e: FieldError) -> Self {
+        PreflightError::Config(e)
+    }
+}
+
+/// Everything, for `validate` and reloads: an output in a missing directory is refused.
+pub fn check(cfg: &Config) -> Result<(), PreflightError> {
+    check_with(cfg, Outputs::Strict)
+}
+
+/// At start: an output in a missing directory is only warned about, as the events file
+/// waits for it (a mount that comes up later; `RequiresMountsFor=` is the unit's way).
+pub fn check_start(cfg: &Config) -> Result<(), PreflightError> {
+    check_with(cfg, Outputs::WaitForMissingDirectory)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Outputs {
+    Strict,
+    WaitForMissingDirectory,
+}
+
+fn check_with(cfg: &Config, outputs: Outputs) -> Result<(), PreflightError> {
+    if let SourceConfig::Wav { path, .. } = &cfg.source {
+        input_file("source.path", path)?;
+    }
+    if let VisionSourceConfig::File { path, .. } = &cfg.vision.source {
+        input_file("vision.source.path", path)?;
+    }
+    if cfg.output.events != "-" {
+        output_file("output.events", Path::new(&cfg.output.events), outputs)?;
+    }
+    for (field, path) in [
+        ("captions.vtt", &cfg.captions.vtt),
+        ("captions.srt", &cfg.captions.srt),
+    ] {
+        if let Some(p) = path {
+            output_file(field, p, outputs)?;
+        }
+    }
+    if cfg.http.enabled {
+        if let Some(p) = &cfg.http.token_file {
+            crate::sinks::http::read_token_file(p)
+                .map_err(|e| FieldError::new("http.token_file", e.to_string()))?;
+        }
+    }
+    if cfg.mqtt.enabled {
+        if let (Some(_), Some(p)) = (&cfg.mqtt.username, &cfg.mqtt.password_file) {
+            crate::sinks::mqtt::read_password_file(p)
+                .map_err(|e| FieldError::new("mqtt.password_file", e.to_string()))?;
+        }
+        if let Some(tls) = &cfg.mqtt.tls {
+            crate::sinks::mqtt::rustls_config(tls)
+                .map_err(|e| FieldError::new("mqtt.tls", e.to_string()))?;
+        }
+    }
+    models(cfg).map_err(PreflightError::Models)?;
+    Fusion::load(&cfg.fusion, cfg.text.enabled, cfg.vision.enabled())
+        .map_err(|e| PreflightError::Models(FieldError::new("fusion.heads_dir", e.to_string())))?;
+    Ok(())
+}
+
+fn input_file(field: &'static str, path: &Path) -> Result<(), FieldError> {
+    file_kind::regular_file(path)
+        .map(|_| ())
+        .map_err(|e| FieldError::new(field, format!("{}: {e}", path.display())))
+}
+
+fn output_file(field: &'static str, path: &Path, outputs: Outputs) -> Result<(), FieldError> {
+    file_kind::writable_output(path).or_else(|e| {
+        if outputs == Outputs::WaitForMissingDirectory && e.kind() == std::io::ErrorKind::NotFound {
+            log::warn!("{field} {}: {e}; writing starts when it appears", path.display());
+            return Ok(());
+        }
+        Err(FieldError::new(
+            field,
+            format!(
+                "{}: {e} (events and captions go to a regular file; use \"-\" and a shell redirect for a pipe)",
+                path.display()
+            ),
+        ))
+    })
+}
+
+/// Every model file the config loads is in the store with its pinned size.
+fn models(cfg: &Config) -> Result<(), FieldError> {
+    let dir = crate::models::model_dir(cfg.models.dir.as_deref());
+    let store =
+        ModelStore::new(dir, false).map_err(|e| FieldError::new("models.dir", e.to_string()))?;
+    for name in crate::pipeline::required_models(cfg, cfg.vision.enabled()) {
+        store
+            .get(&name)
+            .map_err(|e| FieldError::new("models.dir", e.to_string()))?;
+    }
+    Ok(())
+}

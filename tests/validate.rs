@@ -1,0 +1,206 @@
+//! `sarcasmd validate` refuses what `run` would refuse (issue 25, classes 5 and 6): the
+//! unit's `ExecStartPre` runs it, so a config it passes must start. Secrets, outputs,
+//! models and heads are checked on this machine; paths that are not regular files are
+//! refused by kind and never read without bound. Each case is checked on `validate` and
+//! on `replay --config` (the start), with the same exit code and field.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::bin;
+
+fn validate(cfg: &Path) -> Output {
+    Command::new(bin())
+        .arg("validate")
+        .arg(cfg)
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn mkfifo(path: &Path) {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+    // SAFETY: valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+}
+
+#[test]
+fn validate_refuses_what_the_start_would_refuse() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let short_token = dir.join("short-token");
+    std::fs::write(&short_token, "abc\n").unwrap();
+    let empty_password = dir.join("empty-password");
+    std::fs::write(&empty_password, "").unwrap();
+    let events_dir = dir.join("events-dir");
+    std::fs::create_dir(&events_dir).unwrap();
+    let d_ = dir.display();
+    let cases: Vec<(&str, String, i32, &str)> = vec![
+        (
+            "token file missing",
+            format!("[http]\nenabled = true\ntoken_file = \"{d_}/missing-token\"\n"),
+            2,
+            "http.token_file",
+        ),
+        (
+            "token file too short",
+            format!("[http]\nenabled = true\ntoken_file = \"{}\"\n", short_token.display()),
+            2,
+            "at least 16 characters",
+        ),
+        (
+            "password file empty",
+            format!(
+                "[mqtt]\nenabled = true\nhost = \"127.0.0.1\"\nusername = \"room\"\npassword_file = \"{}\"\n",
+                empty_password.display()
+            ),
+            2,
+            "mqtt.password_file",
+        ),
+        (
+            "events path is a directory",
+            format!("[output]\nevents = \"{}\"\n", events_dir.display()),
+            2,
+            "is a directory",
+        ),
+
+        (
+            "events and captions are one file",
+            format!("[output]\nevents = \"{d_}/out.txt\"\n\n[captions]\nvtt = \"{d_}/out.txt\"\n"),
+            2,
+            "same file as output.events",
+        ),
+        (
+            "captions to a directory",
+            format!("[captions]\nvtt = \"{}\"\n", events_dir.display()),
+            2,
+            "is a directory",
+        ),
+        (
+            "models missing",
+            format!("[models]\ndir = \"{d_}/no-models\"\n"),
+            3,
+            "models.dir",
+        ),
+        (
+            "heads missing",
+            format!("[fusion]\nheads_dir = \"{d_}\"\n"),
+            3,
+            "fusion.heads_dir",
+        ),
+    ];
+    let wav = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/meeting.wav");
+    for (what, text, code, says) in cases {
+        let cfg = dir.join("room.toml");
+        std::fs::write(&cfg, &text).unwrap();
+        let out = validate(&cfg);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "validate, {what}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains(says),
+            "validate, {what}: {}",
+            stderr(&out)
+        );
+        // The start refuses it the same way, before any audio is read.
+        let out = Command::new(bin())
+            .arg("replay")
+            .arg(&wav)
+            .arg("--config")
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "replay, {what}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains(says),
+            "replay, {what}: {}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty(), "replay, {what}: events were written");
+    }
+    // An events file in a missing directory: refused by validate; the start waits for
+    // the directory (a late mount; tests/faults.rs) instead of refusing.
+    let cfg = dir.join("late.toml");
+    std::fs::write(
+        &cfg,
+        format!("[output]\nevents = \"{d_}/no/such/dir/events.jsonl\"\n"),
+    )
+    .unwrap();
+    let out = validate(&cfg);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+    // A config this machine can run passes.
+    std::fs::write(
+        dir.join("ok.toml"),
+        format!(
+            "[output]\nevents = \"{d_}/events.jsonl\"\n\n[captions]\nvtt = \"{d_}/live.vtt\"\n"
+        ),
+    )
+    .unwrap();
+    let out = validate(&dir.join("ok.toml"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !dir.join("events.jsonl").exists(),
+        "validate created a file"
+    );
+}
+
+#[test]
+fn paths_that_are_not_regular_files_are_refused_by_kind_at_once() {
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("fifo");
+    mkfifo(&fifo);
+    let dev_zero = Path::new("/dev/zero");
+    for (args, says) in [
+        (
+            vec!["validate".into(), dev_zero.to_path_buf()],
+            "is a device",
+        ),
+        (
+            vec!["validate".into(), d.path().to_path_buf()],
+            "is a directory",
+        ),
+        (vec!["validate".into(), fifo.clone()], "pipe"),
+        (vec!["eval".into(), dev_zero.to_path_buf()], "is a device"),
+        (vec!["eval".into(), fifo.clone()], "pipe"),
+    ] {
+        let t0 = Instant::now();
+        let mut child = Command::new(bin())
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Before the fix these grew memory without bound or blocked on the FIFO.
+        while child.try_wait().unwrap().is_none() {
+            if t0.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                panic!("{args:?} still running after 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{args:?}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("No such file"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}

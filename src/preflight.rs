@@ -75,23 +75,33 @@ fn check_with(cfg: &Config, outputs: Outputs) -> Result<(), PreflightError> {
     if cfg.http.enabled {
         if let Some(p) = &cfg.http.token_file {
             crate::sinks::http::read_token_file(p)
-                .map_err(|e| FieldError::new("http.token_file", e.to_string()))?;
+                .map_err(|e| field_error("http.token_file", e))?;
         }
     }
     if cfg.mqtt.enabled {
         if let (Some(_), Some(p)) = (&cfg.mqtt.username, &cfg.mqtt.password_file) {
             crate::sinks::mqtt::read_password_file(p)
-                .map_err(|e| FieldError::new("mqtt.password_file", e.to_string()))?;
+                .map_err(|e| field_error("mqtt.password_file", e))?;
         }
         if let Some(tls) = &cfg.mqtt.tls {
             crate::sinks::mqtt::rustls_config(tls)
-                .map_err(|e| FieldError::new("mqtt.tls", e.to_string()))?;
+                .map_err(|e| field_error("mqtt.tls", e))?;
         }
     }
     models(cfg).map_err(PreflightError::Models)?;
     Fusion::load(&cfg.fusion, cfg.text.enabled, cfg.vision.enabled())
         .map_err(|e| PreflightError::Models(FieldError::new("fusion.heads_dir", e.to_string())))?;
     Ok(())
+}
+
+/// The error under `field`, without the field name the sink's own message starts with.
+fn field_error(field: &'static str, e: impl std::fmt::Display) -> FieldError {
+    let msg = e.to_string();
+    let reason = msg
+        .strip_prefix(field)
+        .map(|r| r.trim_start_matches([':', ' ']))
+        .unwrap_or(&msg);
+    FieldError::new(field, reason.to_string())
 }
 
 fn input_file(field: &'static str, path: &Path) -> Result<(), FieldError> {

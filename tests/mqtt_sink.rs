@@ -80,10 +80,10 @@ fn events_arrive_in_order_with_status_and_discovery() {
         sub.lines()
     );
     assert_eq!(ids(&sub, &ev), (0..50).collect::<Vec<_>>());
-    let s = wait_stats(&sink, |s| s.acked == 50);
+    let s = wait_stats(&sink, |s| s.published == 50);
     assert_eq!(
-        (s.published, s.queued, s.connects, s.dropped_queue_full),
-        (50, 0, 1, 0)
+        (s.sent, s.failed, s.queued, s.connects, s.dropped_queue_full),
+        (50, 0, 0, 1, 0)
     );
     assert!(sub.wait_for(|l| l.iter().any(|(t, _)| t.ends_with("/stats")), T));
     assert_eq!(sub.payloads(&cfg.topic("status")), vec!["online"]);
@@ -155,7 +155,7 @@ fn events_published_while_broker_is_down_arrive_after_restart() {
     println!("all 23 delivered {:?} after restart", t_up.elapsed());
     let got = ids(&sub, &ev);
     assert_eq!(got, (0..23).collect::<Vec<_>>(), "order or duplicates");
-    let s = wait_stats(&sink, |s| s.acked == 23);
+    let s = wait_stats(&sink, |s| s.published == 23);
     assert_eq!((s.queued, s.dropped_queue_full), (0, 0));
     // "online" again after the reconnect (retained copy restored from persistence, then fresh).
     assert_eq!(
@@ -218,7 +218,7 @@ fn events_in_flight_when_the_broker_dies_are_resent() {
     );
     let s = wait_stats(&sink, |s| s.queued == 0);
     assert!(
-        s.acked >= N && s.connects == 2 && s.dropped_queue_full == 0,
+        s.published >= N && s.connects == 2 && s.dropped_queue_full == 0,
         "{s:?}"
     );
     sink.shutdown(Duration::from_secs(5));
@@ -251,12 +251,12 @@ fn full_offline_queue_drops_the_oldest() {
         "got {:?}",
         sub.lines()
     );
-    wait_stats(&sink, |s| s.acked == 5);
+    wait_stats(&sink, |s| s.published == 5);
     // Give a stray extra message a moment to show up before checking for exactly five.
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(ids(&sub, &ev), vec![7, 8, 9, 10, 11]);
     let s = sink.shutdown(Duration::from_secs(5));
-    assert_eq!((s.dropped_queue_full, s.acked, s.queued), (7, 5, 0));
+    assert_eq!((s.dropped_queue_full, s.published, s.queued), (7, 5, 0));
 }
 
 #[test]
@@ -277,7 +277,11 @@ fn shutdown_publishes_retained_offline() {
         "graceful shutdown with 100 events took {:?}: {s:?}",
         t.elapsed()
     );
-    assert_eq!((s.acked, s.queued, s.connected), (100, 0, false), "{s:?}");
+    assert_eq!(
+        (s.published, s.queued, s.connected),
+        (100, 0, false),
+        "{s:?}"
+    );
     let fresh = Subscriber::start(broker.port(), "t4-fresh", &cfg.topic("status"));
     assert!(fresh.wait_for(|l| !l.is_empty(), T));
     assert_eq!(fresh.payloads(&cfg.topic("status")), vec!["offline"]);
@@ -325,7 +329,7 @@ fn broker_down_for_the_whole_life_does_not_hang() {
     println!("shutdown(500 ms) with broker down took {took:?}: {s:?}");
     assert!(took < Duration::from_millis(1200), "took {took:?}");
     assert_eq!(
-        (s.connects, s.queued, s.acked, s.connected),
+        (s.connects, s.queued, s.published, s.connected),
         (0, 3, 0, false)
     );
     assert!(s.last_error.is_some());
@@ -360,9 +364,38 @@ fn oversized_event_is_dropped_not_fatal() {
         "{:?}",
         sink.stats()
     );
-    let s = wait_stats(&sink, |s| s.acked == 2);
+    let s = wait_stats(&sink, |s| s.published == 2);
     assert_eq!((s.dropped_too_large, s.connects), (1, 1));
     sink.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn events_the_broker_refuses_by_closing_are_not_published() {
+    init_log();
+    // mosquitto drops the connection of a client whose packet is over its
+    // max_packet_size; MQTT 3.1.1 has no way to refuse a single publish.
+    let Some(broker) = Broker::start_with("max_packet_size 1024") else {
+        return;
+    };
+    let cfg = MqttConfig {
+        reconnect_min_ms: 50,
+        reconnect_max_ms: 200,
+        ..config(broker.port(), "dev9")
+    };
+    let sink = MqttSink::start(&cfg).unwrap();
+    let mut big = event(1);
+    big.extend(std::iter::repeat_n(b' ', 2048));
+    sink.publish_event(&big);
+    // Refused at least twice: written, connection closed, re-sent after reconnecting.
+    let s = wait_stats(&sink, |s| s.connects >= 3);
+    assert_eq!((s.published, s.queued), (0, 1), "{s:?}");
+    assert!(s.failed >= 2 && s.sent >= s.failed, "{s:?}");
+    assert!(
+        broker.log().contains("oversize packet"),
+        "the broker did not refuse it:\n{}",
+        broker.log()
+    );
+    sink.shutdown(Duration::from_millis(300));
 }
 
 /// The MQTT sink over mutual TLS to a real mosquitto, with certificates made by openssl.
@@ -514,10 +547,10 @@ mod tls {
         for id in 0..10u64 {
             sink.publish_event(format!(r#"{{"id":{id}}}"#).as_bytes());
         }
-        let s = wait_stats(&sink, |s| s.acked == 10);
+        let s = wait_stats(&sink, |s| s.published == 10);
         println!("TLS: 10 events acked {:?} after start", t.elapsed());
         assert_eq!(
-            (s.acked, s.connects, s.queued),
+            (s.published, s.connects, s.queued),
             (10, 1, 0),
             "{s:?}\n{}",
             broker.log()
@@ -574,7 +607,7 @@ fn username_and_password_are_required_and_used() {
     for i in 0..5 {
         good.publish_event(&event(i));
     }
-    let s = wait_stats(&good, |s| s.acked >= 5);
+    let s = wait_stats(&good, |s| s.published >= 5);
     assert!(s.connected && s.dropped_queue_full == 0, "{s:?}");
     good.shutdown(Duration::from_secs(2));
 
@@ -587,7 +620,7 @@ fn username_and_password_are_required_and_used() {
     .unwrap();
     bad.publish_event(&event(0));
     let s = wait_stats(&bad, |s| s.last_error.is_some());
-    assert!(!s.connected && s.acked == 0, "{s:?}");
+    assert!(!s.connected && s.published == 0, "{s:?}");
     let s = bad.shutdown(Duration::from_millis(500));
     assert_eq!(s.connects, 0, "{s:?}");
 }

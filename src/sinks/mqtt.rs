@@ -24,6 +24,15 @@
 //! our own queue. rumqttc still does all the MQTT protocol work: packet ids, PubAck
 //! matching, keep-alive and reconnecting.
 //!
+//! # What counts as published
+//! An event counts as `published` only once the broker acknowledged it (PubAck); written
+//! to the connection is only `sent`. Events written but unacknowledged when the
+//! connection closes count as `failed` (and are re-sent): MQTT 3.1.1 has no negative
+//! PubAck, so a broker that refuses a publish closes the connection instead (mosquitto
+//! does for a packet over its `max_packet_size`). A publish denied by a mosquitto ACL is
+//! acknowledged and dropped, which a 3.1.1 client cannot see. Stats messages are QoS 0
+//! and counted nowhere: without an acknowledgement, written is all that could be known.
+//!
 //! # Full-queue policy
 //! `offline_queue` bounds every event not yet acknowledged: the queued ones plus the ones
 //! in flight. When the queue is full, the **oldest queued** event is dropped so the newest
@@ -391,10 +400,14 @@ pub struct MqttStats {
     /// Successful connects (ConnAcks), the first one included.
     pub connects: u64,
     /// Event publishes written to the broker connection; a resend after a reconnect
-    /// counts again.
+    /// counts again. Written is not delivered: see `published` and `failed`.
+    pub sent: u64,
+    /// Events the broker acknowledged (PubAck). Only these count as published.
     pub published: u64,
-    /// Events the broker acknowledged (PubAck).
-    pub acked: u64,
+    /// Event publishes written but not acknowledged when the connection closed, e.g. a
+    /// broker that closes the connection on a publish it refuses. Each is re-sent after
+    /// reconnecting, so one event can count here more than once and then in `published`.
+    pub failed: u64,
     /// Events dropped because `offline_queue` events were already held.
     pub dropped_queue_full: u64,
     /// Event payloads over [`MAX_PAYLOAD_BYTES`], dropped without being queued.
@@ -440,6 +453,8 @@ struct State {
     events_in_flight: usize,
     stats: MqttStats,
     down_since: Option<Instant>,
+    /// A close with unacknowledged events was logged (once per run).
+    unacked_close_logged: bool,
     overflow_logged: bool,
     too_large_logged: bool,
 }
@@ -905,7 +920,7 @@ fn apply_written(st: &mut State, pkid: u16) {
     }
     st.handed[i].pkid = Some(pkid);
     if matches!(st.handed[i].kind, Kind::Event(_)) {
-        st.stats.published += 1;
+        st.stats.sent += 1;
     }
 }
 
@@ -929,7 +944,7 @@ fn apply_puback(st: &mut State, pkid: u16) -> bool {
     match st.handed.remove(i).map(|h| h.kind) {
         Some(Kind::Event(_)) => {
             st.events_in_flight -= 1;
-            st.stats.acked += 1;
+            st.stats.published += 1;
             true
         }
         Some(Kind::Offline) => {
@@ -968,20 +983,27 @@ fn on_error(sh: &Shared, conn: &mut Connection, e: &ConnectionError) -> bool {
     // rumqttc's copy: everything in it is in `handed`, which we requeue ourselves.
     conn.eventloop.clean();
     conn.eventloop.pending.clear();
-    let handed = std::mem::take(&mut st.handed);
-    for h in handed.into_iter().rev() {
-        if let Kind::Event(p) = h.kind {
-            st.waiting.push_front(p);
-        }
-    }
-    st.events_in_flight = 0;
+    let unacked = apply_disconnect(&mut st);
     let msg = e.to_string();
     st.stats.last_error = Some(msg.clone());
+    // A broker that refuses a publish may just close the connection (MQTT 3.1.1 has no
+    // negative PubAck): say so once, not once per event.
+    let unacked_note = if unacked > 0 && !st.unacked_close_logged {
+        st.unacked_close_logged = true;
+        format!(
+            "; {unacked} event(s) written but not acknowledged count as failed and are re-sent \
+             (a broker that closes the connection after every attempt is refusing them, e.g. \
+             over its max_packet_size)"
+        )
+    } else {
+        String::new()
+    };
     if st.down_since.is_none() {
         st.down_since = Some(Instant::now());
         if !st.stop {
             warn!(
-                "mqtt: {} {}: {msg}; holding up to {} events and retrying (logged once per outage)",
+                "mqtt: {} {}: {msg}; holding up to {} events and retrying{unacked_note} (logged \
+                 once per outage)",
                 sh.broker,
                 if was_connected {
                     "connection lost"
@@ -991,6 +1013,11 @@ fn on_error(sh: &Shared, conn: &mut Connection, e: &ConnectionError) -> bool {
                 sh.offline_queue
             );
         }
+    } else if !unacked_note.is_empty() && !st.stop {
+        warn!(
+            "mqtt: {} closed the connection: {msg}{unacked_note} (logged once)",
+            sh.broker
+        );
     } else {
         debug!("mqtt: reconnect to {} failed: {msg}", sh.broker);
     }
@@ -998,6 +1025,25 @@ fn on_error(sh: &Shared, conn: &mut Connection, e: &ConnectionError) -> bool {
     drop(st);
     sh.cond.notify_all();
     keep_going
+}
+
+/// The connection is gone: events written but never acknowledged count as failed, and
+/// every event handed to rumqttc goes back to the front of the queue in order, to be
+/// re-sent after the next ConnAck. Returns how many failed.
+fn apply_disconnect(st: &mut State) -> u64 {
+    let handed = std::mem::take(&mut st.handed);
+    let unacked = handed
+        .iter()
+        .filter(|h| h.pkid.is_some() && matches!(h.kind, Kind::Event(_)))
+        .count() as u64;
+    st.stats.failed += unacked;
+    for h in handed.into_iter().rev() {
+        if let Kind::Event(p) = h.kind {
+            st.waiting.push_front(p);
+        }
+    }
+    st.events_in_flight = 0;
+    unacked
 }
 
 fn read_password_file(path: &Path) -> Result<String, MqttError> {
@@ -1420,6 +1466,46 @@ mod tests {
         assert!(host
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+    }
+
+    fn held_event(st: &mut State, payload: &[u8]) {
+        st.handed.push_back(Handed {
+            kind: Kind::Event(payload.to_vec()),
+            pkid: None,
+        });
+        st.events_in_flight += 1;
+    }
+
+    #[test]
+    fn published_means_acknowledged_and_a_close_before_the_ack_is_a_failure() {
+        let mut st = State::default();
+        held_event(&mut st, b"a");
+        held_event(&mut st, b"b");
+        held_event(&mut st, b"c");
+        apply_written(&mut st, 1);
+        apply_written(&mut st, 2);
+        assert_eq!((st.stats.sent, st.stats.published), (2, 0), "written only");
+        apply_puback(&mut st, 1);
+        assert_eq!(st.stats.published, 1);
+        // The broker closes the connection: "b" was written but never acknowledged, "c"
+        // was never written. Both go back to the queue, only "b" is a failure.
+        assert_eq!(apply_disconnect(&mut st), 1);
+        assert_eq!((st.stats.published, st.stats.failed), (1, 1));
+        assert_eq!(st.waiting, [b"b".to_vec(), b"c".to_vec()]);
+        assert_eq!((st.events_in_flight, st.handed.len()), (0, 0));
+        // Re-sent on the next connection and acknowledged there.
+        for p in std::mem::take(&mut st.waiting) {
+            held_event(&mut st, &p);
+        }
+        apply_written(&mut st, 1);
+        apply_written(&mut st, 2);
+        apply_puback(&mut st, 2);
+        apply_puback(&mut st, 1);
+        assert_eq!(
+            (st.stats.sent, st.stats.published, st.stats.failed),
+            (4, 3, 1)
+        );
+        assert_eq!(apply_disconnect(&mut st), 0);
     }
 
     #[test]

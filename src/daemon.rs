@@ -338,9 +338,11 @@ impl Outputs {
                     let s = m.shutdown(grace);
                     log::info!(
                         "mqtt: {} events published (acknowledged), {} failed (connection closed \
-                         before the acknowledgement; re-sent), {} dropped (offline queue full)",
+                         before the acknowledgement; re-sent), {} reconnect attempts, {} dropped \
+                         (offline queue full)",
                         s.published,
                         s.failed,
+                        s.reconnect_attempts,
                         s.dropped_queue_full
                     );
                 }

@@ -491,6 +491,12 @@ impl Collector for LiveCollector {
                     ("failed", m.failed as f64),
                 ],
             )?;
+            counter(
+                &mut enc,
+                "mqtt_reconnect_attempts",
+                "MQTT connect attempts after a lost connection or a failed connect",
+                m.reconnect_attempts,
+            )?;
         }
         if let Some(s) = *self.model_load_s.lock().expect("metrics lock") {
             gauge(
@@ -533,6 +539,7 @@ mod tests {
         let m = Metrics::new(Arc::new(Counters::default()), &[]);
         m.set_mqtt(MqttStats {
             connected: true,
+            reconnect_attempts: 4,
             sent: 5,
             published: 2,
             failed: 3,
@@ -543,6 +550,7 @@ mod tests {
             "sarcasmd_mqtt_messages_total{state=\"sent\"} 5",
             "sarcasmd_mqtt_messages_total{state=\"published\"} 2",
             "sarcasmd_mqtt_messages_total{state=\"failed\"} 3",
+            "sarcasmd_mqtt_reconnect_attempts_total 4",
             "sarcasmd_mqtt_connected 1",
         ] {
             assert!(text.contains(want), "{want} missing from:\n{text}");

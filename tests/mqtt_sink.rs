@@ -4,6 +4,9 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::mosquitto::{free_port, Broker, Subscriber};
@@ -389,12 +392,108 @@ fn events_the_broker_refuses_by_closing_are_not_published() {
     // Refused at least twice: written, connection closed, re-sent after reconnecting.
     let s = wait_stats(&sink, |s| s.connects >= 3);
     assert_eq!((s.published, s.queued), (0, 1), "{s:?}");
-    assert!(s.failed >= 2 && s.sent >= s.failed, "{s:?}");
+    assert!(
+        s.failed >= 2 && s.sent >= s.failed && s.reconnect_attempts >= 2,
+        "{s:?}"
+    );
     assert!(
         broker.log().contains("oversize packet"),
         "the broker did not refuse it:\n{}",
         broker.log()
     );
+    sink.shutdown(Duration::from_millis(300));
+}
+
+/// A "broker" that answers every CONNECT with a CONNACK and then closes the connection,
+/// like a broker behind a proxy that drops it, or one kicking us for a duplicate client id.
+struct FlappingBroker {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl FlappingBroker {
+    fn start() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (n, halt) = (accepted.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !halt.load(Ordering::Relaxed) {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                };
+                n.fetch_add(1, Ordering::Relaxed);
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+                // CONNECT: fixed header, remaining length (varint), body.
+                let mut b = [0u8; 1];
+                if conn.read_exact(&mut b).is_err() || b[0] != 0x10 {
+                    continue;
+                }
+                let (mut len, mut shift) = (0usize, 0);
+                loop {
+                    if conn.read_exact(&mut b).is_err() {
+                        break;
+                    }
+                    len |= ((b[0] & 0x7f) as usize) << shift;
+                    shift += 7;
+                    if b[0] & 0x80 == 0 {
+                        break;
+                    }
+                }
+                let mut body = vec![0u8; len];
+                if conn.read_exact(&mut body).is_err() {
+                    continue;
+                }
+                // CONNACK, session not present, accepted; then close.
+                let _ = conn.write_all(&[0x20, 0x02, 0x00, 0x00]);
+                let _ = conn.flush();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        Self {
+            port,
+            accepted,
+            stop,
+        }
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for FlappingBroker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_broker_that_drops_every_connection_is_backed_off() {
+    init_log();
+    let broker = FlappingBroker::start();
+    let cfg = MqttConfig {
+        reconnect_min_ms: 50,
+        reconnect_max_ms: 400,
+        ..config(broker.port, "dev10")
+    };
+    let sink = MqttSink::start(&cfg).unwrap();
+    sink.publish_event(&event(1));
+    let window = Duration::from_secs(3);
+    std::thread::sleep(window);
+    let conns = broker.accepted();
+    let s = sink.stats();
+    println!("{conns} connections in {window:?}: {s:?}");
+    // Doubling from 50 ms to 400 ms allows about 10 connects in 3 s; resetting the
+    // backoff on every ConnAck allowed 53 (measured). A slow machine only makes fewer.
+    assert!((3..=15).contains(&conns), "{conns} connections: {s:?}");
+    assert!((2..=15).contains(&s.reconnect_attempts), "{s:?}");
+    assert_eq!(s.published, 0, "{s:?}");
     sink.shutdown(Duration::from_millis(300));
 }
 

@@ -341,9 +341,12 @@ impl Outputs {
                 Ok(m) => {
                     let s = m.shutdown(grace);
                     log::info!(
-                        "mqtt: {} events published, {} acknowledged, {} dropped (offline queue full)",
+                        "mqtt: {} events published (acknowledged), {} failed (connection closed \
+                         before the acknowledgement; re-sent), {} reconnect attempts, {} dropped \
+                         (offline queue full)",
                         s.published,
-                        s.acked,
+                        s.failed,
+                        s.reconnect_attempts,
                         s.dropped_queue_full
                     );
                 }

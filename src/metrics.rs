@@ -530,10 +530,21 @@ impl Collector for LiveCollector {
             family(
                 &mut enc,
                 "mqtt_messages",
-                "MQTT event messages handed to the broker and acknowledged (QoS 1)",
+                "MQTT event messages (QoS 1): sent = written to the connection, published = \
+                 acknowledged by the broker, failed = connection closed before the acknowledgement",
                 MetricType::Counter,
                 "state",
-                &[("published", m.published as f64), ("acked", m.acked as f64)],
+                &[
+                    ("sent", m.sent as f64),
+                    ("published", m.published as f64),
+                    ("failed", m.failed as f64),
+                ],
+            )?;
+            counter(
+                &mut enc,
+                "mqtt_reconnect_attempts",
+                "MQTT connect attempts after a lost connection or a failed connect",
+                m.reconnect_attempts,
             )?;
         }
         if let Some(s) = *self.model_load_s.lock().expect("metrics lock") {
@@ -565,5 +576,33 @@ impl Collector for LiveCollector {
             self.started.elapsed().as_secs_f64(),
         )?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mqtt_delivery_counters_are_exported() {
+        let m = Metrics::new(Arc::new(Counters::default()), &[]);
+        m.set_mqtt(MqttStats {
+            connected: true,
+            reconnect_attempts: 4,
+            sent: 5,
+            published: 2,
+            failed: 3,
+            ..MqttStats::default()
+        });
+        let text = m.encode();
+        for want in [
+            "sarcasmd_mqtt_messages_total{state=\"sent\"} 5",
+            "sarcasmd_mqtt_messages_total{state=\"published\"} 2",
+            "sarcasmd_mqtt_messages_total{state=\"failed\"} 3",
+            "sarcasmd_mqtt_reconnect_attempts_total 4",
+            "sarcasmd_mqtt_connected 1",
+        ] {
+            assert!(text.contains(want), "{want} missing from:\n{text}");
+        }
     }
 }

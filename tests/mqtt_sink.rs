@@ -4,6 +4,9 @@
 mod common;
 
 use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::mosquitto::{free_port, Broker, Subscriber};
@@ -80,10 +83,10 @@ fn events_arrive_in_order_with_status_and_discovery() {
         sub.lines()
     );
     assert_eq!(ids(&sub, &ev), (0..50).collect::<Vec<_>>());
-    let s = wait_stats(&sink, |s| s.acked == 50);
+    let s = wait_stats(&sink, |s| s.published == 50);
     assert_eq!(
-        (s.published, s.queued, s.connects, s.dropped_queue_full),
-        (50, 0, 1, 0)
+        (s.sent, s.failed, s.queued, s.connects, s.dropped_queue_full),
+        (50, 0, 0, 1, 0)
     );
     assert!(sub.wait_for(|l| l.iter().any(|(t, _)| t.ends_with("/stats")), T));
     assert_eq!(sub.payloads(&cfg.topic("status")), vec!["online"]);
@@ -155,7 +158,7 @@ fn events_published_while_broker_is_down_arrive_after_restart() {
     println!("all 23 delivered {:?} after restart", t_up.elapsed());
     let got = ids(&sub, &ev);
     assert_eq!(got, (0..23).collect::<Vec<_>>(), "order or duplicates");
-    let s = wait_stats(&sink, |s| s.acked == 23);
+    let s = wait_stats(&sink, |s| s.published == 23);
     assert_eq!((s.queued, s.dropped_queue_full), (0, 0));
     // "online" again after the reconnect (retained copy restored from persistence, then fresh).
     assert_eq!(
@@ -218,7 +221,7 @@ fn events_in_flight_when_the_broker_dies_are_resent() {
     );
     let s = wait_stats(&sink, |s| s.queued == 0);
     assert!(
-        s.acked >= N && s.connects == 2 && s.dropped_queue_full == 0,
+        s.published >= N && s.connects == 2 && s.dropped_queue_full == 0,
         "{s:?}"
     );
     sink.shutdown(Duration::from_secs(5));
@@ -251,12 +254,12 @@ fn full_offline_queue_drops_the_oldest() {
         "got {:?}",
         sub.lines()
     );
-    wait_stats(&sink, |s| s.acked == 5);
+    wait_stats(&sink, |s| s.published == 5);
     // Give a stray extra message a moment to show up before checking for exactly five.
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(ids(&sub, &ev), vec![7, 8, 9, 10, 11]);
     let s = sink.shutdown(Duration::from_secs(5));
-    assert_eq!((s.dropped_queue_full, s.acked, s.queued), (7, 5, 0));
+    assert_eq!((s.dropped_queue_full, s.published, s.queued), (7, 5, 0));
 }
 
 #[test]
@@ -277,7 +280,11 @@ fn shutdown_publishes_retained_offline() {
         "graceful shutdown with 100 events took {:?}: {s:?}",
         t.elapsed()
     );
-    assert_eq!((s.acked, s.queued, s.connected), (100, 0, false), "{s:?}");
+    assert_eq!(
+        (s.published, s.queued, s.connected),
+        (100, 0, false),
+        "{s:?}"
+    );
     let fresh = Subscriber::start(broker.port(), "t4-fresh", &cfg.topic("status"));
     assert!(fresh.wait_for(|l| !l.is_empty(), T));
     assert_eq!(fresh.payloads(&cfg.topic("status")), vec!["offline"]);
@@ -325,7 +332,7 @@ fn broker_down_for_the_whole_life_does_not_hang() {
     println!("shutdown(500 ms) with broker down took {took:?}: {s:?}");
     assert!(took < Duration::from_millis(1200), "took {took:?}");
     assert_eq!(
-        (s.connects, s.queued, s.acked, s.connected),
+        (s.connects, s.queued, s.published, s.connected),
         (0, 3, 0, false)
     );
     assert!(s.last_error.is_some());
@@ -360,9 +367,134 @@ fn oversized_event_is_dropped_not_fatal() {
         "{:?}",
         sink.stats()
     );
-    let s = wait_stats(&sink, |s| s.acked == 2);
+    let s = wait_stats(&sink, |s| s.published == 2);
     assert_eq!((s.dropped_too_large, s.connects), (1, 1));
     sink.shutdown(Duration::from_secs(5));
+}
+
+#[test]
+fn events_the_broker_refuses_by_closing_are_not_published() {
+    init_log();
+    // mosquitto drops the connection of a client whose packet is over its
+    // max_packet_size; MQTT 3.1.1 has no way to refuse a single publish.
+    let Some(broker) = Broker::start_with("max_packet_size 1024") else {
+        return;
+    };
+    let cfg = MqttConfig {
+        reconnect_min_ms: 50,
+        reconnect_max_ms: 200,
+        ..config(broker.port(), "dev9")
+    };
+    let sink = MqttSink::start(&cfg).unwrap();
+    let mut big = event(1);
+    big.extend(std::iter::repeat_n(b' ', 2048));
+    sink.publish_event(&big);
+    // Refused at least twice: written, connection closed, re-sent after reconnecting.
+    let s = wait_stats(&sink, |s| s.connects >= 3);
+    assert_eq!((s.published, s.queued), (0, 1), "{s:?}");
+    assert!(
+        s.failed >= 2 && s.sent >= s.failed && s.reconnect_attempts >= 2,
+        "{s:?}"
+    );
+    assert!(
+        broker.log().contains("oversize packet"),
+        "the broker did not refuse it:\n{}",
+        broker.log()
+    );
+    sink.shutdown(Duration::from_millis(300));
+}
+
+/// A "broker" that answers every CONNECT with a CONNACK and then closes the connection,
+/// like a broker behind a proxy that drops it, or one kicking us for a duplicate client id.
+struct FlappingBroker {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+}
+
+impl FlappingBroker {
+    fn start() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (n, halt) = (accepted.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !halt.load(Ordering::Relaxed) {
+                let Ok((mut conn, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(2));
+                    continue;
+                };
+                n.fetch_add(1, Ordering::Relaxed);
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+                // CONNECT: fixed header, remaining length (varint), body.
+                let mut b = [0u8; 1];
+                if conn.read_exact(&mut b).is_err() || b[0] != 0x10 {
+                    continue;
+                }
+                let (mut len, mut shift) = (0usize, 0);
+                loop {
+                    if conn.read_exact(&mut b).is_err() {
+                        break;
+                    }
+                    len |= ((b[0] & 0x7f) as usize) << shift;
+                    shift += 7;
+                    if b[0] & 0x80 == 0 {
+                        break;
+                    }
+                }
+                let mut body = vec![0u8; len];
+                if conn.read_exact(&mut body).is_err() {
+                    continue;
+                }
+                // CONNACK, session not present, accepted; then close.
+                let _ = conn.write_all(&[0x20, 0x02, 0x00, 0x00]);
+                let _ = conn.flush();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        Self {
+            port,
+            accepted,
+            stop,
+        }
+    }
+
+    fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for FlappingBroker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_broker_that_drops_every_connection_is_backed_off() {
+    init_log();
+    let broker = FlappingBroker::start();
+    let cfg = MqttConfig {
+        reconnect_min_ms: 50,
+        reconnect_max_ms: 400,
+        ..config(broker.port, "dev10")
+    };
+    let sink = MqttSink::start(&cfg).unwrap();
+    sink.publish_event(&event(1));
+    let window = Duration::from_secs(3);
+    std::thread::sleep(window);
+    let conns = broker.accepted();
+    let s = sink.stats();
+    println!("{conns} connections in {window:?}: {s:?}");
+    // Doubling from 50 ms to 400 ms allows about 10 connects in 3 s; resetting the
+    // backoff on every ConnAck allowed 53 (measured). A slow machine only makes fewer.
+    assert!((3..=15).contains(&conns), "{conns} connections: {s:?}");
+    assert!((2..=15).contains(&s.reconnect_attempts), "{s:?}");
+    assert_eq!(s.published, 0, "{s:?}");
+    sink.shutdown(Duration::from_millis(300));
 }
 
 /// The MQTT sink over mutual TLS to a real mosquitto, with certificates made by openssl.
@@ -514,10 +646,10 @@ mod tls {
         for id in 0..10u64 {
             sink.publish_event(format!(r#"{{"id":{id}}}"#).as_bytes());
         }
-        let s = wait_stats(&sink, |s| s.acked == 10);
+        let s = wait_stats(&sink, |s| s.published == 10);
         println!("TLS: 10 events acked {:?} after start", t.elapsed());
         assert_eq!(
-            (s.acked, s.connects, s.queued),
+            (s.published, s.connects, s.queued),
             (10, 1, 0),
             "{s:?}\n{}",
             broker.log()
@@ -574,7 +706,7 @@ fn username_and_password_are_required_and_used() {
     for i in 0..5 {
         good.publish_event(&event(i));
     }
-    let s = wait_stats(&good, |s| s.acked >= 5);
+    let s = wait_stats(&good, |s| s.published >= 5);
     assert!(s.connected && s.dropped_queue_full == 0, "{s:?}");
     good.shutdown(Duration::from_secs(2));
 
@@ -587,7 +719,7 @@ fn username_and_password_are_required_and_used() {
     .unwrap();
     bad.publish_event(&event(0));
     let s = wait_stats(&bad, |s| s.last_error.is_some());
-    assert!(!s.connected && s.acked == 0, "{s:?}");
+    assert!(!s.connected && s.published == 0, "{s:?}");
     let s = bad.shutdown(Duration::from_millis(500));
     assert_eq!(s.connects, 0, "{s:?}");
 }

@@ -24,6 +24,21 @@
 //! our own queue. rumqttc still does all the MQTT protocol work: packet ids, PubAck
 //! matching, keep-alive and reconnecting.
 //!
+//! # What counts as published
+//! An event counts as `published` only once the broker acknowledged it (PubAck); written
+//! to the connection is only `sent`. Events written but unacknowledged when the
+//! connection closes count as `failed` (and are re-sent): MQTT 3.1.1 has no negative
+//! PubAck, so a broker that refuses a publish closes the connection instead (mosquitto
+//! does for a packet over its `max_packet_size`). A publish denied by a mosquitto ACL is
+//! acknowledged and dropped, which a 3.1.1 client cannot see. Stats messages are QoS 0
+//! and counted nowhere: without an acknowledgement, written is all that could be known.
+//!
+//! # Reconnecting
+//! A connection counts as healthy once it has stayed up [`HEALTHY_AFTER`]; only then is
+//! the backoff reset and the outage over (see [`Pacer`]). A broker that accepts and then
+//! drops us keeps one outage going: one WARN at its start, debug lines for the flaps, the
+//! backoff doubling up to `reconnect_max_ms`, and one INFO when it ends.
+//!
 //! # Full-queue policy
 //! `offline_queue` bounds every event not yet acknowledged: the queued ones plus the ones
 //! in flight. When the queue is full, the **oldest queued** event is dropped so the newest
@@ -47,6 +62,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::config::FieldError;
+use crate::reconnect::{Backoff, BackoffPolicy};
 
 /// Events handed to rumqttc at once while connected. Kept below rumqttc's `inflight`
 /// (100) with room for the control messages, so rumqttc never stalls on flow control.
@@ -64,6 +80,11 @@ const REQUEST_CHANNEL_CAP: usize = EVENT_WINDOW + 16;
 const DROP_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long `shutdown` waits for the client thread to exit once it has been told to stop.
 const JOIN_GRACE: Duration = Duration::from_millis(300);
+/// How long a connection must stay up to count as healthy. Only then does the backoff
+/// start again from `reconnect_min_ms` and the outage end: a broker that accepts us and
+/// then drops the connection (a publish it refuses, a proxy, a second client with our
+/// id) would otherwise be reconnected to every `reconnect_min_ms`, with a WARN each time.
+const HEALTHY_AFTER: Duration = Duration::from_secs(5);
 
 const STATUS_ONLINE: &str = "online";
 const STATUS_OFFLINE: &str = "offline";
@@ -390,11 +411,18 @@ pub struct MqttStats {
     pub connected: bool,
     /// Successful connects (ConnAcks), the first one included.
     pub connects: u64,
+    /// Connect attempts after a failure (a lost connection or a failed connect),
+    /// successful or not.
+    pub reconnect_attempts: u64,
     /// Event publishes written to the broker connection; a resend after a reconnect
-    /// counts again.
+    /// counts again. Written is not delivered: see `published` and `failed`.
+    pub sent: u64,
+    /// Events the broker acknowledged (PubAck). Only these count as published.
     pub published: u64,
-    /// Events the broker acknowledged (PubAck).
-    pub acked: u64,
+    /// Event publishes written but not acknowledged when the connection closed, e.g. a
+    /// broker that closes the connection on a publish it refuses. Each is re-sent after
+    /// reconnecting, so one event can count here more than once and then in `published`.
+    pub failed: u64,
     /// Events dropped because `offline_queue` events were already held.
     pub dropped_queue_full: u64,
     /// Event payloads over [`MAX_PAYLOAD_BYTES`], dropped without being queued.
@@ -439,7 +467,8 @@ struct State {
     handed: VecDeque<Handed>,
     events_in_flight: usize,
     stats: MqttStats,
-    down_since: Option<Instant>,
+    /// A close with unacknowledged events was logged in the current outage.
+    unacked_close_logged: bool,
     overflow_logged: bool,
     too_large_logged: bool,
 }
@@ -780,20 +809,133 @@ impl Drop for MqttSink {
     }
 }
 
+/// Reconnect pacing and outage bookkeeping, kept free of I/O and clock reads so the
+/// sequence of waits can be tested without a broker.
+///
+/// An outage starts at the first failure after a healthy connection (or at start) and
+/// ends only once a connection has stayed up for [`HEALTHY_AFTER`]. Connections that
+/// break sooner are flaps within the same outage: the backoff keeps doubling up to the
+/// maximum and nothing new is logged.
+#[derive(Debug)]
+struct Pacer {
+    /// Gives the wait after each failure; reset only by a healthy connection.
+    backoff: Backoff,
+    /// ConnAck time of the current connection; None while disconnected.
+    up_since: Option<Instant>,
+    outage: Option<Outage>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Outage {
+    started: Instant,
+    /// Connect attempts since it started, the one that ended it included.
+    attempts: u64,
+}
+
+/// An outage that ended: a connection stayed up for [`HEALTHY_AFTER`].
+#[derive(Debug, PartialEq)]
+struct Recovery {
+    /// From the first failure to the ConnAck of the connection that proved healthy.
+    down: Duration,
+    attempts: u64,
+}
+
+#[derive(Debug, PartialEq)]
+struct Failure {
+    /// How long to wait before the next connect attempt.
+    wait: Duration,
+    /// This failure began an outage (log it); false for a flap within one.
+    outage_started: bool,
+    /// The connection that broke had proved healthy and so ended an outage that no
+    /// earlier event had reported yet.
+    recovered: Option<Recovery>,
+}
+
+impl Pacer {
+    fn new(min: Duration, max: Duration) -> Self {
+        Self {
+            backoff: Backoff::new(&BackoffPolicy {
+                initial: min,
+                max,
+                ..BackoffPolicy::default()
+            }),
+            up_since: None,
+            outage: None,
+        }
+    }
+
+    fn in_outage(&self) -> bool {
+        self.outage.is_some()
+    }
+
+    fn connected(&mut self, now: Instant) {
+        self.up_since = Some(now);
+    }
+
+    /// The open connection delivered something at `now`. Once it has been up for
+    /// [`HEALTHY_AFTER`] the backoff starts again from the minimum and a running outage
+    /// ends (returned, to be logged once).
+    fn alive(&mut self, now: Instant) -> Option<Recovery> {
+        let up = self.up_since?;
+        if now.saturating_duration_since(up) < HEALTHY_AFTER {
+            return None;
+        }
+        self.backoff.reset();
+        let o = self.outage.take()?;
+        Some(Recovery {
+            down: up.saturating_duration_since(o.started),
+            attempts: o.attempts,
+        })
+    }
+
+    /// The connection broke, or a connect attempt failed, at `now`.
+    fn failed(&mut self, now: Instant) -> Failure {
+        let recovered = self.alive(now);
+        self.up_since = None;
+        let outage_started = self.outage.is_none();
+        if outage_started {
+            self.outage = Some(Outage {
+                started: now,
+                attempts: 0,
+            });
+        }
+        let wait = self.backoff.next_delay();
+        Failure {
+            wait,
+            outage_started,
+            recovered,
+        }
+    }
+
+    /// The wait is over; a connect attempt follows.
+    fn retrying(&mut self) {
+        if let Some(o) = &mut self.outage {
+            o.attempts += 1;
+        }
+    }
+}
+
 /// The client thread: drives rumqttc's event loop, keeps the queue bookkeeping in step
 /// with what rumqttc reports, and paces reconnects.
 fn run_connection(sh: &Shared, mut conn: Connection, (min, max): (Duration, Duration)) {
-    let mut backoff = min;
+    let mut pacer = Pacer::new(min, max);
     loop {
         let ev = match conn.recv() {
             Ok(ev) => ev,
             // Only when every request sender is gone; the event loop holds one itself.
             Err(_) => break,
         };
+        // Without a timer of our own the end of an outage is noticed at the next event
+        // after HEALTHY_AFTER: a publish, a PubAck, or at the latest the keep-alive ping.
+        if matches!(&ev, Ok(e) if !matches!(e, Event::Incoming(Packet::ConnAck(_)))) {
+            if let Some(r) = pacer.alive(Instant::now()) {
+                log_recovery(sh, &mut sh.lock(), &r);
+            }
+        }
         match ev {
             Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                backoff = min;
-                if !on_connack(sh) {
+                pacer.connected(Instant::now());
+                if !on_connack(sh, pacer.in_outage()) {
                     break;
                 }
             }
@@ -809,19 +951,21 @@ fn run_connection(sh: &Shared, mut conn: Connection, (min, max): (Duration, Dura
             }
             Ok(_) => {}
             Err(e) => {
-                if !on_error(sh, &mut conn, &e) {
+                let failure = pacer.failed(Instant::now());
+                if !on_error(sh, &mut conn, &e, &failure) {
                     break;
                 }
                 let st = sh.lock();
-                let (st, _) = sh
+                let (mut st, _) = sh
                     .cond
-                    .wait_timeout_while(st, backoff, |st| !st.stop)
+                    .wait_timeout_while(st, failure.wait, |st| !st.stop)
                     .unwrap_or_else(|e| e.into_inner());
                 if st.stop {
                     break;
                 }
+                st.stats.reconnect_attempts += 1;
                 drop(st);
-                backoff = (backoff * 2).min(max);
+                pacer.retrying();
             }
         }
     }
@@ -832,8 +976,20 @@ fn run_connection(sh: &Shared, mut conn: Connection, (min, max): (Duration, Dura
     debug!("mqtt: client thread exits");
 }
 
+fn log_recovery(sh: &Shared, st: &mut State, r: &Recovery) {
+    st.unacked_close_logged = false;
+    info!(
+        "mqtt: reconnected to {} after {:.1} s down and {} attempt(s); {} event(s) not yet acknowledged",
+        sh.broker,
+        r.down.as_secs_f64(),
+        r.attempts,
+        st.held()
+    );
+}
+
+/// `in_outage`: a reconnect that has yet to prove healthy (see [`Pacer`]).
 /// Returns false when the thread should stop.
-fn on_connack(sh: &Shared) -> bool {
+fn on_connack(sh: &Shared, in_outage: bool) -> bool {
     let mut st = sh.lock();
     if st.stop {
         return false;
@@ -841,14 +997,15 @@ fn on_connack(sh: &Shared) -> bool {
     st.connected = true;
     st.stats.connects += 1;
     st.overflow_logged = false;
-    match st.down_since.take() {
-        Some(t) => info!(
-            "mqtt: reconnected to {} after {:.1} s down; {} event(s) waiting",
+    if in_outage {
+        debug!(
+            "mqtt: connected to {} again; {} event(s) waiting; the outage ends once the \
+             connection stays up {HEALTHY_AFTER:?}",
             sh.broker,
-            t.elapsed().as_secs_f64(),
             st.held()
-        ),
-        None => info!("mqtt: connected to {}", sh.broker),
+        );
+    } else {
+        info!("mqtt: connected to {}", sh.broker);
     }
     if st.shutting_down {
         // Flush what we hold, then say we are gone; no "online" in between.
@@ -905,7 +1062,7 @@ fn apply_written(st: &mut State, pkid: u16) {
     }
     st.handed[i].pkid = Some(pkid);
     if matches!(st.handed[i].kind, Kind::Event(_)) {
-        st.stats.published += 1;
+        st.stats.sent += 1;
     }
 }
 
@@ -929,7 +1086,7 @@ fn apply_puback(st: &mut State, pkid: u16) -> bool {
     match st.handed.remove(i).map(|h| h.kind) {
         Some(Kind::Event(_)) => {
             st.events_in_flight -= 1;
-            st.stats.acked += 1;
+            st.stats.published += 1;
             true
         }
         Some(Kind::Offline) => {
@@ -941,7 +1098,7 @@ fn apply_puback(st: &mut State, pkid: u16) -> bool {
 }
 
 /// Connection lost or connect failed. Returns false when the thread should stop.
-fn on_error(sh: &Shared, conn: &mut Connection, e: &ConnectionError) -> bool {
+fn on_error(sh: &Shared, conn: &mut Connection, e: &ConnectionError, failure: &Failure) -> bool {
     let mut st = sh.lock();
     let was_connected = st.connected;
     st.connected = false;
@@ -968,36 +1125,81 @@ fn on_error(sh: &Shared, conn: &mut Connection, e: &ConnectionError) -> bool {
     // rumqttc's copy: everything in it is in `handed`, which we requeue ourselves.
     conn.eventloop.clean();
     conn.eventloop.pending.clear();
+    let unacked = apply_disconnect(&mut st);
+    let msg = e.to_string();
+    st.stats.last_error = Some(msg.clone());
+    if let Some(r) = &failure.recovered {
+        log_recovery(sh, &mut st, r);
+    }
+    // A broker that refuses a publish may just close the connection (MQTT 3.1.1 has no
+    // negative PubAck): say so once per outage, not once per event or per flap.
+    let unacked_note = if unacked > 0 && !st.unacked_close_logged {
+        st.unacked_close_logged = true;
+        format!(
+            "; {unacked} event(s) written but not acknowledged count as failed and are re-sent \
+             (a broker that closes the connection after every attempt is refusing them, e.g. \
+             over its max_packet_size)"
+        )
+    } else {
+        String::new()
+    };
+    if st.stop {
+        debug!(
+            "mqtt: connection to {} ended while stopping: {msg}",
+            sh.broker
+        );
+    } else if failure.outage_started {
+        warn!(
+            "mqtt: {} {}: {msg}; holding up to {} events and retrying{unacked_note} (logged once \
+             per outage)",
+            sh.broker,
+            if was_connected {
+                "connection lost"
+            } else {
+                "unreachable"
+            },
+            sh.offline_queue
+        );
+    } else if !unacked_note.is_empty() {
+        warn!(
+            "mqtt: {} closed the connection: {msg}{unacked_note} (logged once per outage)",
+            sh.broker
+        );
+    } else {
+        debug!(
+            "mqtt: {} {}: {msg}; next attempt in {:?}",
+            sh.broker,
+            if was_connected {
+                "dropped the connection again"
+            } else {
+                "still unreachable"
+            },
+            failure.wait
+        );
+    }
+    let keep_going = !st.stop;
+    drop(st);
+    sh.cond.notify_all();
+    keep_going
+}
+
+/// The connection is gone: events written but never acknowledged count as failed, and
+/// every event handed to rumqttc goes back to the front of the queue in order, to be
+/// re-sent after the next ConnAck. Returns how many failed.
+fn apply_disconnect(st: &mut State) -> u64 {
     let handed = std::mem::take(&mut st.handed);
+    let unacked = handed
+        .iter()
+        .filter(|h| h.pkid.is_some() && matches!(h.kind, Kind::Event(_)))
+        .count() as u64;
+    st.stats.failed += unacked;
     for h in handed.into_iter().rev() {
         if let Kind::Event(p) = h.kind {
             st.waiting.push_front(p);
         }
     }
     st.events_in_flight = 0;
-    let msg = e.to_string();
-    st.stats.last_error = Some(msg.clone());
-    if st.down_since.is_none() {
-        st.down_since = Some(Instant::now());
-        if !st.stop {
-            warn!(
-                "mqtt: {} {}: {msg}; holding up to {} events and retrying (logged once per outage)",
-                sh.broker,
-                if was_connected {
-                    "connection lost"
-                } else {
-                    "unreachable"
-                },
-                sh.offline_queue
-            );
-        }
-    } else {
-        debug!("mqtt: reconnect to {} failed: {msg}", sh.broker);
-    }
-    let keep_going = !st.stop;
-    drop(st);
-    sh.cond.notify_all();
-    keep_going
+    unacked
 }
 
 pub fn read_password_file(path: &Path) -> Result<String, MqttError> {
@@ -1420,6 +1622,114 @@ mod tests {
         assert!(host
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'));
+    }
+
+    fn held_event(st: &mut State, payload: &[u8]) {
+        st.handed.push_back(Handed {
+            kind: Kind::Event(payload.to_vec()),
+            pkid: None,
+        });
+        st.events_in_flight += 1;
+    }
+
+    #[test]
+    fn published_means_acknowledged_and_a_close_before_the_ack_is_a_failure() {
+        let mut st = State::default();
+        held_event(&mut st, b"a");
+        held_event(&mut st, b"b");
+        held_event(&mut st, b"c");
+        apply_written(&mut st, 1);
+        apply_written(&mut st, 2);
+        assert_eq!((st.stats.sent, st.stats.published), (2, 0), "written only");
+        apply_puback(&mut st, 1);
+        assert_eq!(st.stats.published, 1);
+        // The broker closes the connection: "b" was written but never acknowledged, "c"
+        // was never written. Both go back to the queue, only "b" is a failure.
+        assert_eq!(apply_disconnect(&mut st), 1);
+        assert_eq!((st.stats.published, st.stats.failed), (1, 1));
+        assert_eq!(st.waiting, [b"b".to_vec(), b"c".to_vec()]);
+        assert_eq!((st.events_in_flight, st.handed.len()), (0, 0));
+        // Re-sent on the next connection and acknowledged there.
+        for p in std::mem::take(&mut st.waiting) {
+            held_event(&mut st, &p);
+        }
+        apply_written(&mut st, 1);
+        apply_written(&mut st, 2);
+        apply_puback(&mut st, 2);
+        apply_puback(&mut st, 1);
+        assert_eq!(
+            (st.stats.sent, st.stats.published, st.stats.failed),
+            (4, 3, 1)
+        );
+        assert_eq!(apply_disconnect(&mut st), 0);
+    }
+
+    #[test]
+    fn flaps_keep_backing_off_and_one_outage_is_reported_once() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let mut p = Pacer::new(ms(500), ms(30_000));
+        p.connected(t0);
+        assert_eq!(p.alive(t0 + ms(10)), None);
+        // The broker accepts each connect and drops it 100 ms later.
+        let mut now = t0 + ms(100);
+        let mut waits = Vec::new();
+        let mut started = Vec::new();
+        for _ in 0..9 {
+            let f = p.failed(now);
+            assert_eq!(f.recovered, None);
+            waits.push(f.wait.as_millis());
+            started.push(f.outage_started);
+            now += f.wait;
+            p.retrying();
+            p.connected(now);
+            assert_eq!(p.alive(now + ms(50)), None, "a flap is no recovery");
+            now += ms(100);
+        }
+        assert_eq!(
+            waits,
+            [500, 1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000, 30_000]
+        );
+        assert_eq!(
+            started,
+            [true, false, false, false, false, false, false, false, false]
+        );
+        // The 9th reconnect stays up: the outage ends once, with its length and attempts.
+        let up = now - ms(100);
+        let r = p.alive(up + HEALTHY_AFTER).expect("recovered");
+        assert_eq!(r.attempts, 9);
+        assert_eq!(r.down, up - (t0 + ms(100)));
+        assert_eq!(p.alive(up + HEALTHY_AFTER + ms(1)), None, "reported once");
+        // The next failure is a new outage, backed off from the minimum again.
+        let f = p.failed(up + HEALTHY_AFTER * 2);
+        assert_eq!(
+            (f.wait, f.outage_started, f.recovered),
+            (ms(500), true, None)
+        );
+    }
+
+    #[test]
+    fn a_healthy_connection_that_breaks_before_any_event_still_ends_the_outage() {
+        let ms = Duration::from_millis;
+        let t0 = Instant::now();
+        let mut p = Pacer::new(ms(100), ms(1_000));
+        // Broker down at start: connect attempts fail.
+        assert!(p.failed(t0).outage_started);
+        p.retrying();
+        assert_eq!(p.failed(t0 + ms(100)).wait, ms(200));
+        p.retrying();
+        p.connected(t0 + ms(300));
+        // Up long enough, but nothing arrived until it broke: recovery and a new outage.
+        let f = p.failed(t0 + ms(300) + HEALTHY_AFTER + ms(1));
+        assert_eq!(
+            f.recovered,
+            Some(Recovery {
+                down: ms(300),
+                attempts: 2
+            })
+        );
+        assert!(f.outage_started);
+        assert_eq!(f.wait, ms(100));
     }
 
     #[test]

@@ -309,6 +309,10 @@ impl Collector for LiveCollector {
                     "mqtt_offline_queue_full",
                     mqtt.as_ref().map_or(0.0, |m| m.dropped_queue_full as f64),
                 ),
+                (
+                    "mqtt_refused",
+                    mqtt.as_ref().map_or(0.0, |m| m.dropped_refused as f64),
+                ),
                 ("frame_queue_full", get(&c.vision.frames_dropped) as f64),
             ],
         )?;

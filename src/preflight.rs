@@ -84,8 +84,7 @@ fn check_with(cfg: &Config, outputs: Outputs) -> Result<(), PreflightError> {
                 .map_err(|e| field_error("mqtt.password_file", e))?;
         }
         if let Some(tls) = &cfg.mqtt.tls {
-            crate::sinks::mqtt::rustls_config(tls)
-                .map_err(|e| field_error("mqtt.tls", e))?;
+            crate::sinks::mqtt::rustls_config(tls).map_err(|e| field_error("mqtt.tls", e))?;
         }
     }
     models(cfg).map_err(PreflightError::Models)?;

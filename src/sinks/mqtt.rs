@@ -64,6 +64,9 @@ use thiserror::Error;
 use crate::config::FieldError;
 use crate::reconnect::{Backoff, BackoffPolicy};
 
+/// Closes in a row with the same event oldest unacknowledged before it is dropped.
+const MAX_CLOSES_UNACKED: u32 = 3;
+
 /// Events handed to rumqttc at once while connected. Kept below rumqttc's `inflight`
 /// (100) with room for the control messages, so rumqttc never stalls on flow control.
 pub const EVENT_WINDOW: usize = 64;
@@ -427,6 +430,11 @@ pub struct MqttStats {
     pub dropped_queue_full: u64,
     /// Event payloads over [`MAX_PAYLOAD_BYTES`], dropped without being queued.
     pub dropped_too_large: u64,
+    /// Events dropped after the broker closed the connection [`MAX_CLOSES_UNACKED`]
+    /// times in a row while each was the oldest unacknowledged one (a payload over the
+    /// broker's own `max_packet_size`, say): re-sending it for ever would block every
+    /// event queued behind it.
+    pub dropped_refused: u64,
     /// Events held now: waiting for a connection or for their PubAck.
     pub queued: u64,
     pub last_error: Option<String>,
@@ -469,6 +477,9 @@ struct State {
     stats: MqttStats,
     /// A close with unacknowledged events was logged in the current outage.
     unacked_close_logged: bool,
+    /// The oldest event that was unacknowledged at a close, and at how many closes in a
+    /// row it was; reset when any event is acknowledged.
+    suspect: Option<(Vec<u8>, u32)>,
     overflow_logged: bool,
     too_large_logged: bool,
 }
@@ -1087,6 +1098,8 @@ fn apply_puback(st: &mut State, pkid: u16) -> bool {
         Some(Kind::Event(_)) => {
             st.events_in_flight -= 1;
             st.stats.published += 1;
+            // The broker accepts events again: earlier closes were not about one event.
+            st.suspect = None;
             true
         }
         Some(Kind::Offline) => {
@@ -1185,7 +1198,9 @@ fn on_error(sh: &Shared, conn: &mut Connection, e: &ConnectionError, failure: &F
 
 /// The connection is gone: events written but never acknowledged count as failed, and
 /// every event handed to rumqttc goes back to the front of the queue in order, to be
-/// re-sent after the next ConnAck. Returns how many failed.
+/// re-sent after the next ConnAck. An event that was the oldest unacknowledged one at
+/// [`MAX_CLOSES_UNACKED`] closes in a row is dropped instead (the broker refuses it and
+/// closes; MQTT 3.1.1 has no other way to say so). Returns how many failed.
 fn apply_disconnect(st: &mut State) -> u64 {
     let handed = std::mem::take(&mut st.handed);
     let unacked = handed
@@ -1193,8 +1208,36 @@ fn apply_disconnect(st: &mut State) -> u64 {
         .filter(|h| h.pkid.is_some() && matches!(h.kind, Kind::Event(_)))
         .count() as u64;
     st.stats.failed += unacked;
+    let oldest_unacked = handed.iter().find_map(|h| match &h.kind {
+        Kind::Event(p) if h.pkid.is_some() => Some(p.clone()),
+        _ => None,
+    });
+    let mut refused = None;
+    if let Some(p) = oldest_unacked {
+        let closes = match &st.suspect {
+            Some((s, n)) if *s == p => n + 1,
+            _ => 1,
+        };
+        if closes >= MAX_CLOSES_UNACKED {
+            st.suspect = None;
+            refused = Some(p);
+        } else {
+            st.suspect = Some((p, closes));
+        }
+    }
     for h in handed.into_iter().rev() {
         if let Kind::Event(p) = h.kind {
+            if refused.as_ref() == Some(&p) {
+                st.stats.dropped_refused += 1;
+                warn!(
+                    "mqtt: the broker closed the connection {MAX_CLOSES_UNACKED} times in a row \
+                     with an event of {} bytes written and unacknowledged: dropped it so the \
+                     events behind it are delivered (over the broker's max_packet_size? \
+                     counted in dropped_refused)",
+                    p.len()
+                );
+                continue;
+            }
             st.waiting.push_front(p);
         }
     }
@@ -1662,6 +1705,38 @@ mod tests {
             (4, 3, 1)
         );
         assert_eq!(apply_disconnect(&mut st), 0);
+    }
+
+    #[test]
+    fn an_event_the_broker_keeps_closing_on_is_dropped_and_the_rest_go_on() {
+        let mut st = State::default();
+        for close in 1..=MAX_CLOSES_UNACKED {
+            for p in std::mem::take(&mut st.waiting) {
+                held_event(&mut st, &p);
+            }
+            if close == 1 {
+                held_event(&mut st, b"big");
+                held_event(&mut st, b"next");
+            }
+            apply_written(&mut st, 1);
+            apply_written(&mut st, 2);
+            apply_disconnect(&mut st);
+        }
+        assert_eq!(st.stats.dropped_refused, 1);
+        assert_eq!(st.waiting, [b"next".to_vec()]);
+        // An acknowledgement in between resets the count: a flaky network is not a refusal.
+        let mut st = State::default();
+        for round in 0..(2 * MAX_CLOSES_UNACKED) {
+            held_event(&mut st, b"x");
+            apply_written(&mut st, 1);
+            if round % 2 == 1 {
+                apply_puback(&mut st, 1);
+                continue;
+            }
+            apply_disconnect(&mut st);
+            st.waiting.clear();
+        }
+        assert_eq!(st.stats.dropped_refused, 0);
     }
 
     #[test]

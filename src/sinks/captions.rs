@@ -146,7 +146,9 @@ pub fn cues_for(ev: &UtteranceEvent, max_cue_s: f64, not_before_s: f64) -> Vec<C
         if let Some(prev) = out.last() {
             start = start.max(prev.end_s);
         }
-        let end = e.clamp(start, hi).max(start + MIN_CUE_S);
+        // An earlier cue stretched to MIN_CUE_S may already end past `hi`: this one then
+        // gets MIN_CUE_S after it rather than a range whose bounds cross.
+        let end = e.clamp(start, hi.max(start)).max(start + MIN_CUE_S);
         split_cue(start, end, &text, max_cue_s, &mut out);
     }
     out
@@ -478,6 +480,46 @@ mod tests {
     use super::*;
     use crate::asr::AsrSegment;
     use crate::event::{LatencyMs, Views};
+
+    #[test]
+    fn a_short_utterance_with_two_segments_does_not_cross_its_bounds() {
+        // Found by the full-outputs soak: "What?" (146.464-146.784 s) as two Whisper
+        // segments; the first cue, stretched to 0.5 s, ended past the utterance's end
+        // and the second one's range crossed (a panic in clamp).
+        let e = ev(
+            32,
+            146.464,
+            146.784,
+            &[(146.7, 146.75, "What"), (146.76, 146.78, "?")],
+            0.2,
+        );
+        let cues = cues_for(&e, 7.0, 0.0);
+        assert_eq!(cues.len(), 2);
+        assert!(
+            cues[0].end_s <= cues[1].start_s && cues[1].end_s > cues[1].start_s,
+            "{cues:?}"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn cues_are_ordered_and_never_panic(
+            start in 0.0f64..100.0,
+            len in 0.0f64..20.0,
+            not_before in 0.0f64..120.0,
+            segs in proptest::collection::vec((-1.0f64..25.0, 0.0f64..25.0), 0..6),
+        ) {
+            let segs: Vec<(f64, f64, &str)> =
+                segs.iter().map(|&(s, d)| (start + s, start + s + d, "word and more")).collect();
+            let cues = cues_for(&ev(1, start, start + len, &segs, 0.5), 7.0, not_before);
+            for (i, c) in cues.iter().enumerate() {
+                proptest::prop_assert!(c.end_s > c.start_s, "{cues:?}");
+                if i > 0 {
+                    proptest::prop_assert!(c.start_s >= cues[i - 1].end_s - 1e-9, "{cues:?}");
+                }
+            }
+        }
+    }
 
     fn ev(id: u64, start: f64, end: f64, segs: &[(f64, f64, &str)], p: f32) -> UtteranceEvent {
         UtteranceEvent {

@@ -31,6 +31,56 @@ How it works
 
   python3 scripts/soak.py --duration-s 3600 --speed 4          # the full hour, ~15 min
   python3 scripts/soak.py --duration-s 180 --speed 4 --warmup-s 30 --interval-s 2   # smoke
+
+Full-outputs mode (--outputs; off by default, the plain soak above is unchanged)
+  The same feed, with every secondary output on and used, as in a room:
+  * config: <work>/soak-outputs.toml, written each run and checked with `sarcasmd validate`
+    first: [http] enabled on 127.0.0.1:<free port> (no token; the clients send
+    Host: 127.0.0.1:<port>), [captions] vtt/srt = <work>/live.vtt, live.srt,
+    [output] partials = true, asr.interim_every_ms = --interim-ms (default 1000, so
+    `partial` events reach SSE; 0 leaves it as configured), [mqtt] enabled against
+    127.0.0.1:<free port>, device_id "soak". With --config, that file is read (tomllib)
+    and these keys are set over it: its other [http]/[mqtt]/[captions] keys are kept,
+    except http.token/token_file and the mqtt connection keys (host, port, device_id,
+    client_id, username, password, password_file, tls), which are replaced or dropped.
+  * broker: the script starts its own mosquitto on a free loopback port (<work>/
+    mosquitto.conf: listener, allow_anonymous, persistence false; log mosquitto.log) and
+    stops it at the end; `mosquitto_sub -v -q 1 -t '#'` counts every message per topic
+    (the daemon publishes on sarcasmd/soak/{event,status,stats}); it is subscribed (a
+    probe message came back) before the daemon starts.
+  * SSE clients: 1-4 at a time on /events (the target is redrawn every 5-20 s), each
+    staying a random 5-60 s of wall time; half leave normally, a quarter with a TCP
+    reset (SO_LINGER 0), a quarter are slow readers (4 KiB receive buffer, 1 KiB read
+    every 2-6 s; half of them reset too). Choices from a fixed seed. They count events
+    per type, keep-alives, status states and utterance ids.
+  * scraper: /metrics every --interval-s; /captions.vtt (body must start with WEBVTT)
+    and /captions.srt every 30 s; /healthz and / once at start.
+  * fd baselines: the plain fd verdict (no growth after warm-up) cannot hold while the
+    soak's own client sockets come and go, so twice - once the warm-up audio is in and
+    20 s of wall time before EOF - the clients and the scraper stop, the script waits
+    (<= 15 s) until /metrics shows sarcasmd_sse_clients 0 and sarcasmd_http_connections
+    <= 1 (the scrape itself), takes the smallest of three /proc fd counts, and lets the
+    clients start again (they are connected again through EOF and shutdown).
+  Reported besides the plain soak's figures: SSE connections started/connected/closed
+  (by reason and kind), events received per type, utterance ids never seen by any SSE
+  client; MQTT messages per kind, distinct event ids vs the utterance events written,
+  duplicates, the status sequence and the daemon's own MQTT shutdown line; every
+  /metrics series whose name has dropped, lagged, refused, mqtt, http_connections,
+  sse_clients or reloads (plus sarcasmd_events_total) from the last scrape; caption file
+  sizes and cue counts; daemon panics in the log. samples.csv gains client_sse_open
+  (the soak's open SSE sockets), sse_clients and http_connections (latest scrape).
+  Verdicts: RSS growth, no drops and exit status as above (unchanged); instead of
+  "fd growth == 0": fds back to baseline after SSE clients leave (end baseline <=
+  warm-up baseline, both quiet, the end one before EOF); every final event reached MQTT
+  (every utterance id of events.jsonl received on .../event); HTTP served (/healthz and
+  / 200, >= 1 SSE client connected, no SSE connect failure, non-200 or stream ended by
+  the server before EOF, every /metrics scrape before EOF and every caption fetch
+  good, live.vtt has its header). The SSE lag counter (sse_client_lagged) is reported,
+  not judged: the slow readers are meant to fall behind. Needs --speed > 0,
+  `mosquitto` and `mosquitto_sub` (Debian: mosquitto, mosquitto-clients).
+
+  python3 scripts/soak.py --outputs --duration-s 3600 --speed 4    # the full hour, ~15 min
+  python3 scripts/soak.py --outputs --duration-s 180 --speed 4 --warmup-s 30 --interval-s 2
 """
 import argparse
 import array
@@ -59,6 +109,7 @@ INPUT_VERSION = 1  # bump when the way the input is built changes (invalidates t
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 READY_MARK = "models loaded in"
 LOG_LEVEL_RE = re.compile(r"^\[\S+\s+(WARN|ERROR)\b")
+PANIC_RE = re.compile(r"^thread '.*' .*panicked at ")
 
 
 def cache_root():
@@ -303,6 +354,819 @@ class Feeder(threading.Thread):
             self.t_end = time.monotonic()
 
 
+# ---------------------------------------------------------------- outputs mode ---------
+
+OUT_SEED = SEED + 101           # the SSE clients' choices (kinds, lifetimes, counts)
+SSE_CLIENTS = (1, 4)            # clients kept open at once (target redrawn now and then)
+SSE_LIFE_S = (5.0, 60.0)        # wall seconds each client stays
+SSE_SLOW_READ_S = (2.0, 6.0)    # a slow reader reads 1 KiB this often, with a 4 KiB SO_RCVBUF
+CAPTION_FETCH_EVERY_S = 30.0    # wall seconds between /captions.vtt (and .srt) fetches
+QUIET_TIMEOUT_S = 15.0          # wait this long for the daemon to count 0 SSE clients
+END_QUIET_WALL_S = 20.0         # the end fd baseline is taken this long (wall) before EOF
+METRIC_KEEP_RE = re.compile(r"dropped|lagged|refused|mqtt|http_connections|sse_clients|reloads")
+MQTT_SUMMARY_RE = re.compile(r"mqtt: (\d+) events published")  # the daemon's shutdown line
+
+
+def mqtt_log_line(line):
+    """The daemon's MQTT shutdown summary ("mqtt: N events published (acknowledged), F
+    failed ..., R reconnect attempts, D dropped ..."; older builds: "N events published,
+    A acknowledged, D dropped") -> numbers found, and the line itself."""
+    m = MQTT_SUMMARY_RE.search(line)
+    out = {"published": int(m.group(1))}
+    acked = re.search(r"(\d+) acknowledged", line)
+    if acked:
+        out["acked"] = int(acked.group(1))
+    elif "published (acknowledged)" in line:
+        out["acked"] = out["published"]
+    for key, pat in (("failed", r"(\d+) failed"), ("reconnect_attempts", r"(\d+) reconnect attempts"),
+                     ("dropped", r"(\d+) dropped")):
+        mm = re.search(pat, line)
+        if mm:
+            out[key] = int(mm.group(1))
+    out["line"] = line[line.index("mqtt:"):].rstrip()[:300]
+    return out
+
+
+def free_port():
+    import socket
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def wait_port(port, timeout_s, proc=None):
+    import socket
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            return False
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def toml_key(k):
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else toml_str(k)
+
+
+def toml_str(s):
+    # A JSON string is a TOML basic string once DEL is escaped too (ensure_ascii=False
+    # keeps non-BMP characters whole: TOML has no surrogate escapes).
+    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def toml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if v != v:
+            return "nan"
+        if v in (float("inf"), float("-inf")):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return toml_str(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{toml_key(k)} = {toml_value(x)}" for k, x in v.items()) + "}"
+    raise ValueError(f"cannot write a {type(v).__name__} value back as TOML")
+
+
+def toml_dump(d):
+    """Minimal TOML writer for a parsed config (tables, scalars, arrays, inline tables)."""
+    out = []
+
+    def table(path, t):
+        scalars = [(k, v) for k, v in t.items() if not isinstance(v, dict)]
+        subs = [(k, v) for k, v in t.items() if isinstance(v, dict)]
+        if path and (scalars or not subs):
+            out.append("[" + ".".join(toml_key(p) for p in path) + "]")
+        for k, v in scalars:
+            out.append(f"{toml_key(k)} = {toml_value(v)}")
+        if path and (scalars or not subs):
+            out.append("")
+        for k, v in subs:
+            table(path + [k], v)
+
+    table([], d)
+    return "\n".join(out) + "\n"
+
+
+def outputs_config(a, http_port, mqtt_port):
+    """The config for --outputs: --config (if any) with the output sections set. Returns
+    (text, notes): [http] on loopback without a token, [mqtt] against our broker,
+    [captions] into the work dir, output.partials and asr.interim_every_ms."""
+    notes = []
+    base = {}
+    if a.config:
+        try:
+            import tomllib  # Python 3.11+
+        except ImportError:
+            die("--outputs with --config needs Python 3.11 or later (tomllib)")
+        with open(a.config, "rb") as f:
+            base = tomllib.load(f)
+    http = dict(base.get("http") or {})
+    for k in ("token", "token_file"):
+        if http.pop(k, None) is not None:
+            notes.append(f"http.{k} of --config dropped (the soak's clients send no token)")
+    http.update(enabled=True, bind=f"127.0.0.1:{http_port}", metrics=True)
+    mqtt = {k: v for k, v in (base.get("mqtt") or {}).items()
+            if k not in ("host", "port", "device_id", "client_id", "username", "password",
+                         "password_file", "tls")}
+    mqtt.update(enabled=True, host="127.0.0.1", port=mqtt_port, device_id="soak")
+    captions = dict(base.get("captions") or {})
+    captions.update(vtt=os.path.join(a.work, "live.vtt"), srt=os.path.join(a.work, "live.srt"))
+    output = dict(base.get("output") or {})
+    output["partials"] = True
+    cfg = dict(base)
+    cfg.update(output=output, captions=captions, http=http, mqtt=mqtt)
+    if a.interim_ms > 0:
+        asr = dict(base.get("asr") or {})
+        asr["interim_every_ms"] = a.interim_ms
+        cfg["asr"] = asr
+    head = ("# Written by scripts/soak.py --outputs" +
+            (f" from {a.config}" if a.config else "") + "; regenerated every run.\n")
+    return head + toml_dump(cfg), notes, cfg
+
+
+def http_get(port, path, timeout=5.0):
+    """GET on the daemon's loopback listener (Host: 127.0.0.1:port, no proxy).
+    Returns (status, content_type, body bytes)."""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        c.request("GET", path, headers={"Connection": "close"})
+        r = c.getresponse()
+        return r.status, r.getheader("Content-Type", ""), r.read()
+    finally:
+        c.close()
+
+
+def parse_metrics(text):
+    """Prometheus / OpenMetrics text -> {"name{labels}": value}."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, _, val = line.rpartition(" ")
+        if not key:
+            continue
+        try:
+            out[key.strip()] = float(val)
+        except ValueError:
+            continue
+    return out
+
+
+def metric(values, name):
+    """Sum of every series of one metric name (any labels); None when absent."""
+    hits = [v for k, v in values.items() if k == name or k.startswith(name + "{")]
+    return sum(hits) if hits else None
+
+
+class Broker:
+    """mosquitto on a free loopback port, anonymous, no persistence."""
+
+    def __init__(self, work):
+        self.port = free_port()
+        self.conf = os.path.join(work, "mosquitto.conf")
+        self.log_path = os.path.join(work, "mosquitto.log")
+        with open(self.conf, "w") as f:
+            f.write(f"# scripts/soak.py --outputs\nlistener {self.port} 127.0.0.1\n"
+                    "allow_anonymous true\npersistence false\nlog_dest stderr\n"
+                    "log_type error\nlog_type warning\nlog_type notice\nlog_type information\n")
+        self.logf = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(["mosquitto", "-c", self.conf], stdin=subprocess.DEVNULL,
+                                     stdout=self.logf, stderr=subprocess.STDOUT)
+        if not wait_port(self.port, 10.0, self.proc):
+            self.stop()
+            raise RuntimeError(f"mosquitto did not listen on 127.0.0.1:{self.port}; see {self.log_path}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.logf.close()
+
+
+class MqttSub(threading.Thread):
+    """`mosquitto_sub -v -q 1 -t '#'` on our broker, counting messages per topic."""
+
+    PROBE = "soak/probe"
+
+    def __init__(self, port, work):
+        super().__init__(name="mqtt-sub", daemon=True)
+        self.port = port
+        self.err_path = os.path.join(work, "mosquitto_sub.err")
+        self.errf = open(self.err_path, "wb")
+        self.proc = subprocess.Popen(
+            ["mosquitto_sub", "-h", "127.0.0.1", "-p", str(port), "-i", f"soak-sub-{os.getpid()}",
+             "-q", "1", "-v", "-t", "#"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.errf)
+        self.lock = threading.Lock()
+        self.topics = {}
+        self.event_ids = {}       # id -> copies received
+        self.event_bad = 0
+        self.status = []          # status payloads in order
+        self.stats_types = {}     # type of each stats message -> count
+        self.final_stats = None
+        self.probes = 0
+        self.lines = 0
+
+    def run(self):
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            topic, _, payload = line.partition(" ")
+            with self.lock:
+                self.lines += 1
+                if topic == self.PROBE:
+                    self.probes += 1
+                    continue
+                self.topics[topic] = self.topics.get(topic, 0) + 1
+                leaf = topic.rsplit("/", 1)[-1]
+                if leaf == "event":
+                    try:
+                        i = json.loads(payload)["id"]
+                        self.event_ids[i] = self.event_ids.get(i, 0) + 1
+                    except (ValueError, KeyError, TypeError):
+                        self.event_bad += 1
+                elif leaf == "status":
+                    self.status.append(payload.strip())
+                elif leaf == "stats":
+                    try:
+                        j = json.loads(payload)
+                        t = str(j.get("type"))
+                        if t == "final_stats":
+                            self.final_stats = j
+                    except (ValueError, AttributeError):
+                        t = "unparsable"
+                    self.stats_types[t] = self.stats_types.get(t, 0) + 1
+
+    def wait_subscribed(self, timeout_s=10.0):
+        """Publish probes until one comes back (the subscription is then in place)."""
+        if not shutil.which("mosquitto_pub"):
+            time.sleep(1.0)
+            return None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            subprocess.run(["mosquitto_pub", "-h", "127.0.0.1", "-p", str(self.port), "-q", "1",
+                            "-t", self.PROBE, "-m", "probe"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=10)
+            t = time.monotonic() + 1.0
+            while time.monotonic() < t:
+                if self.probes:
+                    return True
+                time.sleep(0.05)
+        return False
+
+    def stop(self, wait_for_offline_s=5.0):
+        """After the daemon has exited: wait for its `offline` status, then stop."""
+        deadline = time.monotonic() + wait_for_offline_s
+        while time.monotonic() < deadline:
+            with self.lock:
+                if self.status and self.status[-1] == "offline":
+                    break
+            time.sleep(0.1)
+        time.sleep(0.5)
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.join(timeout=5)
+        self.errf.close()
+
+    def report(self):
+        with self.lock:
+            kinds = {}
+            for t, n in self.topics.items():
+                if t.startswith("homeassistant/") or t.endswith("/config"):
+                    k = "discovery"
+                else:
+                    k = t.rsplit("/", 1)[-1]
+                kinds[k] = kinds.get(k, 0) + n
+            return {
+                "messages_total": sum(self.topics.values()),
+                "by_kind": kinds,
+                "topics": dict(self.topics),
+                "event_messages": sum(self.event_ids.values()) + self.event_bad,
+                "event_ids_distinct": len(self.event_ids),
+                "event_duplicates": sum(n - 1 for n in self.event_ids.values()),
+                "event_unparsable": self.event_bad,
+                "status_sequence": self.status[:20],
+                "stats_by_type": dict(self.stats_types),
+                "final_stats_events": (self.final_stats or {}).get("events"),
+                "subscriber_exit": self.proc.returncode,
+                "subscriber_stderr": self.err_path,
+            }
+
+
+class SseParser:
+    """Incremental HTTP/1.1 response + chunked transfer coding + text/event-stream."""
+
+    def __init__(self):
+        self.buf = b""
+        self.status = None
+        self.headers = None
+        self.chunked = False
+        self.chunk_left = None    # None: expecting a size line; -1: expecting the CRLF after data
+        self.body = b""
+        self.done = False         # terminating chunk seen
+        self.cur = {"event": None, "data": [], "id": None}
+        self.events = []          # dispatched (type, data, id), drained by the caller
+        self.comments = 0
+
+    def feed(self, b):
+        self.buf += b
+        if self.headers is None:
+            i = self.buf.find(b"\r\n\r\n")
+            if i < 0:
+                return
+            head = self.buf[:i].decode("latin-1").split("\r\n")
+            self.buf = self.buf[i + 4:]
+            try:
+                self.status = int(head[0].split()[1])
+            except (IndexError, ValueError):
+                self.status = -1
+            self.headers = {}
+            for h in head[1:]:
+                k, _, v = h.partition(":")
+                self.headers[k.strip().lower()] = v.strip()
+            self.chunked = "chunked" in self.headers.get("transfer-encoding", "").lower()
+        if not self.chunked:
+            self.body += self.buf
+            self.buf = b""
+        else:
+            while not self.done:
+                if self.chunk_left is None:
+                    i = self.buf.find(b"\r\n")
+                    if i < 0:
+                        break
+                    size = int(self.buf[:i].split(b";")[0].strip() or b"0", 16)
+                    self.buf = self.buf[i + 2:]
+                    if size == 0:
+                        self.done = True
+                        break
+                    self.chunk_left = size
+                elif self.chunk_left == -1:
+                    if len(self.buf) < 2:
+                        break
+                    self.buf = self.buf[2:]
+                    self.chunk_left = None
+                else:
+                    if not self.buf:
+                        break
+                    take = self.buf[: self.chunk_left]
+                    self.buf = self.buf[len(take):]
+                    self.body += take
+                    self.chunk_left -= len(take)
+                    if self.chunk_left == 0:
+                        self.chunk_left = -1
+        self._lines()
+
+    def _lines(self):
+        while True:
+            i = self.body.find(b"\n")
+            if i < 0:
+                return
+            line = self.body[:i].rstrip(b"\r").decode("utf-8", errors="replace")
+            self.body = self.body[i + 1:]
+            if line == "":
+                c = self.cur
+                if c["data"] or c["event"]:
+                    self.events.append((c["event"] or "message", "\n".join(c["data"]), c["id"]))
+                self.cur = {"event": None, "data": [], "id": c["id"]}
+            elif line.startswith(":"):
+                self.comments += 1
+            else:
+                k, _, v = line.partition(":")
+                v = v[1:] if v.startswith(" ") else v
+                if k == "event":
+                    self.cur["event"] = v
+                elif k == "data":
+                    self.cur["data"].append(v)
+                elif k == "id":
+                    self.cur["id"] = v
+
+
+class SseClient(threading.Thread):
+    """One /events connection: read for `life_s` of wall time, then leave (gracefully,
+    or with a TCP reset when abrupt). A slow one has a 4 KiB receive buffer and reads
+    1 KiB every few seconds. Reports to the fleet when it ends."""
+
+    def __init__(self, fleet, n, kind, life_s, abrupt, rng_seed):
+        super().__init__(name=f"sse-{n}", daemon=True)
+        self.fleet, self.kind, self.life_s, self.abrupt = fleet, kind, life_s, abrupt
+        self.rng = random.Random(rng_seed)
+        self.stop_ev = threading.Event()
+        self.connected = False
+
+    def run(self):
+        import socket
+        import struct
+        f = self.fleet
+        res = {"kind": self.kind, "events": {}, "bytes": 0, "comments": 0, "ids": set(),
+               "states": {}, "status": None, "reason": None, "wall_s": 0.0}
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        t0 = time.monotonic()
+        try:
+            if self.kind == "slow":
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.settimeout(5.0)
+            try:
+                s.connect(("127.0.0.1", f.port))
+                s.sendall((f"GET /events HTTP/1.1\r\nHost: 127.0.0.1:{f.port}\r\n"
+                           "Accept: text/event-stream\r\nCache-Control: no-cache\r\n\r\n").encode())
+            except OSError as e:
+                res["reason"] = f"connect_failed: {e.__class__.__name__}"
+                return
+            self.connected = True
+            p = SseParser()
+            s.settimeout(0.5)
+            end = t0 + self.life_s
+            next_read = 0.0
+            while res["reason"] is None:
+                now = time.monotonic()
+                if self.stop_ev.is_set():
+                    res["reason"] = "paused_or_stopped"
+                    break
+                if now >= end:
+                    res["reason"] = "abrupt" if self.abrupt else "graceful"
+                    break
+                if self.kind == "slow":
+                    if now < next_read:
+                        time.sleep(min(0.2, next_read - now))
+                        continue
+                    next_read = now + self.rng.uniform(*SSE_SLOW_READ_S)
+                try:
+                    b = s.recv(1024 if self.kind == "slow" else 65536)
+                except socket.timeout:
+                    continue
+                except OSError as e:
+                    res["reason"] = f"error: {e.__class__.__name__}"
+                    break
+                if not b:
+                    res["reason"] = "server_closed"
+                    break
+                res["bytes"] += len(b)
+                p.feed(b)
+                if res["status"] is None and p.status is not None:
+                    res["status"] = p.status
+                    if p.status != 200:
+                        res["reason"] = f"http_{p.status}"
+                for typ, data, _id in p.events:
+                    res["events"][typ] = res["events"].get(typ, 0) + 1
+                    if typ in ("utterance", "status"):
+                        try:
+                            j = json.loads(data)
+                        except ValueError:
+                            j = {}
+                        if typ == "utterance" and "id" in j:
+                            res["ids"].add(j["id"])
+                        elif typ == "status":
+                            st = str(j.get("state"))
+                            res["states"][st] = res["states"].get(st, 0) + 1
+                p.events.clear()
+                if p.done:
+                    res["reason"] = "server_closed"
+            res["comments"] = p.comments
+        finally:
+            try:
+                if self.connected and res["reason"] == "abrupt":
+                    # SO_LINGER 0: close() sends a TCP reset, unread data and all.
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                s.close()
+            except OSError:
+                pass
+            res["wall_s"] = time.monotonic() - t0
+            f.finished(self, res)
+
+
+class SseFleet(threading.Thread):
+    """Keeps SSE_CLIENTS clients on /events, each leaving after a random life; seeded."""
+
+    def __init__(self, port, feeder):
+        super().__init__(name="sse-fleet", daemon=True)
+        self.port, self.feeder = port, feeder
+        self.rng = random.Random(OUT_SEED)
+        self.lock = threading.Lock()
+        self.live = set()
+        self.paused = threading.Event()
+        self.spawning = threading.Lock()
+        self.stop_ev = threading.Event()
+        self.n = 0
+        self.st = {"started": 0, "connected": 0, "connect_failed": 0, "connect_failed_after_eof": 0,
+                   "non_200": {}, "closed": {}, "by_kind": {}, "events": {}, "bytes": 0,
+                   "keepalive_comments": 0, "status_states": {}, "wall_s_connected": 0.0,
+                   "max_open": 0, "ended_by_server_or_error_before_eof": 0}
+        self.ids = set()
+
+    def open_count(self):
+        with self.lock:
+            return sum(1 for c in self.live if c.connected)
+
+    def finished(self, c, res):
+        with self.lock:
+            self.live.discard(c)
+            st = self.st
+            r = res["reason"] or "unknown"
+            if r.startswith("connect_failed"):
+                if self.feeder.t_end is not None:
+                    st["connect_failed_after_eof"] += 1
+                else:
+                    st["connect_failed"] += 1
+                return
+            if res["status"] == 200:
+                st["connected"] += 1
+            elif res["status"] is not None:
+                st["non_200"][str(res["status"])] = st["non_200"].get(str(res["status"]), 0) + 1
+            st["closed"][r] = st["closed"].get(r, 0) + 1
+            if (r.startswith("error") or r == "server_closed") and self.feeder.t_end is None:
+                st["ended_by_server_or_error_before_eof"] += 1
+            st["by_kind"][res["kind"]] = st["by_kind"].get(res["kind"], 0) + 1
+            for k, v in res["events"].items():
+                st["events"][k] = st["events"].get(k, 0) + v
+            for k, v in res["states"].items():
+                st["status_states"][k] = st["status_states"].get(k, 0) + v
+            st["bytes"] += res["bytes"]
+            st["keepalive_comments"] += res["comments"]
+            st["wall_s_connected"] += res["wall_s"]
+            self.ids |= res["ids"]
+
+    def run(self):
+        rng = self.rng
+        target = rng.randint(*SSE_CLIENTS)
+        retarget = time.monotonic() + rng.uniform(5, 20)
+        while not self.stop_ev.is_set():
+            spawned = False
+            with self.spawning:
+                if not self.paused.is_set():
+                    now = time.monotonic()
+                    if now >= retarget:
+                        target = rng.randint(*SSE_CLIENTS)
+                        retarget = now + rng.uniform(5, 20)
+                    with self.lock:
+                        n_live = len(self.live)
+                    if n_live < target:
+                        kind = rng.choices(["normal", "abrupt", "slow"], weights=[2, 1, 1])[0]
+                        abrupt = kind == "abrupt" or (kind == "slow" and rng.random() < 0.5)
+                        c = SseClient(self, self.n, kind, rng.uniform(*SSE_LIFE_S), abrupt,
+                                      rng.getrandbits(32))
+                        self.n += 1
+                        with self.lock:
+                            self.live.add(c)
+                            self.st["started"] += 1
+                            self.st["max_open"] = max(self.st["max_open"], len(self.live))
+                        c.start()
+                        spawned = True
+            self.stop_ev.wait(rng.uniform(0.2, 3.0) if spawned else 0.2)
+
+    def _close_all(self, timeout_s=5.0):
+        with self.lock:
+            live = list(self.live)
+        for c in live:
+            c.stop_ev.set()
+        for c in live:
+            c.join(timeout_s)
+
+    def pause(self):
+        self.paused.set()
+        with self.spawning:  # a spawn under way registers first
+            pass
+        self._close_all()
+
+    def resume(self):
+        self.paused.clear()
+
+    def stop(self):
+        self.stop_ev.set()
+        self.join(timeout=5)
+        self._close_all()
+
+    def report(self):
+        with self.lock:
+            r = dict(self.st)
+            r["closed_total"] = sum(self.st["closed"].values())
+            r["still_open"] = len(self.live)
+            r["utterance_ids_distinct"] = len(self.ids)
+            r["wall_s_connected"] = round(r["wall_s_connected"], 1)
+            return r, set(self.ids)
+
+
+class Scraper(threading.Thread):
+    """GET /metrics every interval_s, /captions.vtt and /captions.srt every
+    CAPTION_FETCH_EVERY_S; keeps the last scrape and counts failures."""
+
+    def __init__(self, port, interval_s, feeder):
+        super().__init__(name="scraper", daemon=True)
+        self.port, self.interval_s, self.feeder = port, interval_s, feeder
+        self.lock = threading.Lock()
+        self.paused = threading.Event()
+        self.busy = threading.Lock()   # held while a periodic request is under way
+        self.stop_ev = threading.Event()
+        self.last = None           # {"t_wall": monotonic, "audio_s":, "values": {...}}
+        self.st = {"metrics_ok": 0, "metrics_failed": 0, "metrics_failed_after_eof": 0,
+                   "metrics_errors": [],
+                   "vtt_ok": 0, "vtt_bad": 0, "srt_ok": 0, "srt_bad": 0,
+                   "caption_failed_after_eof": 0, "caption_errors": [],
+                   "vtt_last_bytes": None, "vtt_last_cues": None}
+        self.gauges = {"sse_clients": None, "http_connections": None}
+
+    def _err(self, key, msg):
+        if len(self.st[key]) < 5:
+            self.st[key].append(msg)
+
+    def scrape(self):
+        """One /metrics scrape (also used by the quiet phases). Returns values or None."""
+        try:
+            status, _, body = http_get(self.port, "/metrics")
+        except OSError as e:
+            return None, f"{e.__class__.__name__}: {e}"
+        if status != 200:
+            return None, f"HTTP {status}"
+        return parse_metrics(body.decode("utf-8", errors="replace")), None
+
+    def _captions(self):
+        for path, key in (("/captions.vtt", "vtt"), ("/captions.srt", "srt")):
+            try:
+                status, ctype, body = http_get(self.port, path, timeout=10.0)
+            except OSError as e:
+                with self.lock:
+                    if self.feeder.t_end is not None:
+                        self.st["caption_failed_after_eof"] += 1
+                    else:
+                        self.st[key + "_bad"] += 1
+                        self._err("caption_errors", f"{path}: {e.__class__.__name__}: {e}")
+                continue
+            text = body.decode("utf-8", errors="replace")
+            if key == "vtt":
+                ok = status == 200 and text.lstrip("\ufeff").startswith("WEBVTT")
+            else:  # SRT: empty so far, or a cue number first
+                first = text.lstrip("\ufeff").split("\n", 1)[0].strip()
+                ok = status == 200 and (first == "" or first.isdigit())
+            with self.lock:
+                self.st[key + ("_ok" if ok else "_bad")] += 1
+                if not ok:
+                    self._err("caption_errors", f"{path}: HTTP {status} {ctype!r} {text[:40]!r}")
+                if key == "vtt" and status == 200:
+                    self.st["vtt_last_bytes"] = len(body)
+                    self.st["vtt_last_cues"] = text.count("-->")
+
+    def run(self):
+        t_next = time.monotonic()
+        t_cap = time.monotonic() + 5.0
+        while not self.stop_ev.is_set():
+            with self.busy:
+                if not self.paused.is_set():
+                    now = time.monotonic()
+                    if now >= t_next:
+                        t_next = now + self.interval_s
+                        self._metrics()
+                    if now >= t_cap:
+                        t_cap = now + CAPTION_FETCH_EVERY_S
+                        self._captions()
+            if self.paused.is_set():
+                self.stop_ev.wait(0.1)
+            else:
+                self.stop_ev.wait(max(0.0, min(t_next, t_cap) - time.monotonic()))
+
+    def _metrics(self):
+        vals, err = self.scrape()
+        with self.lock:
+            if vals is not None:
+                self.st["metrics_ok"] += 1
+                self.last = {"t_wall": time.monotonic(), "audio_s": round(self.feeder.fed_s, 2),
+                             "values": vals}
+                self.gauges = {"sse_clients": metric(vals, "sarcasmd_sse_clients"),
+                               "http_connections": metric(vals, "sarcasmd_http_connections")}
+            elif self.feeder.t_end is not None:
+                self.st["metrics_failed_after_eof"] += 1
+            else:
+                self.st["metrics_failed"] += 1
+                self._err("metrics_errors", err)
+
+    def pause(self):
+        self.paused.set()
+        with self.busy:  # a request under way ends first; later iterations see `paused`
+            pass
+
+    def resume(self):
+        self.paused.clear()
+
+    def stop(self):
+        self.stop_ev.set()
+        self.join(timeout=15)
+
+
+class Conductor(threading.Thread):
+    """Takes the two fd baselines of the outputs mode with no client connected: once the
+    warm-up audio is in, and END_QUIET_WALL_S before EOF. Each: stop the SSE clients and
+    the scraper, wait until the daemon's /metrics says sarcasmd_sse_clients 0 and
+    sarcasmd_http_connections <= 1 (the scrape itself), then the smallest of three /proc
+    fd counts 0.3 s apart; then the clients start again."""
+
+    def __init__(self, a, proc, feeder, fleet, scraper, clk):
+        super().__init__(name="conductor", daemon=True)
+        self.a, self.proc, self.feeder, self.fleet, self.scraper, self.clk = a, proc, feeder, fleet, scraper, clk
+        self.stop_ev = threading.Event()
+        self.phases = {}
+
+    def _wait_audio(self, audio_s):
+        while not self.stop_ev.is_set() and self.proc.poll() is None:
+            if self.feeder.t_end is not None:
+                return False
+            if self.feeder.t_start is not None and self.feeder.fed_s >= audio_s:
+                return True
+            self.stop_ev.wait(0.1)
+        return False
+
+    def _quiet(self, label):
+        t0 = time.monotonic()
+        self.fleet.pause()
+        self.scraper.pause()
+        ph = {"audio_s": round(self.feeder.fed_s, 2), "quiet": False}
+        try:
+            sse = conns = None
+            while time.monotonic() - t0 < QUIET_TIMEOUT_S and self.proc.poll() is None:
+                vals, _ = self.scraper.scrape()
+                if vals is not None:
+                    sse = metric(vals, "sarcasmd_sse_clients")
+                    conns = metric(vals, "sarcasmd_http_connections")
+                    if sse == 0 and conns is not None and conns <= 1:
+                        ph["quiet"] = True
+                        break
+                time.sleep(0.5)
+            ph["sse_clients"], ph["http_connections"] = sse, conns
+            fds = []
+            for _ in range(3):
+                time.sleep(0.3)
+                smp = proc_sample(self.proc.pid, self.clk)
+                if smp:
+                    fds.append(smp["fds"])
+            ph["fds_samples"] = fds
+            ph["fds"] = min(fds) if fds else None
+            ph["before_eof"] = self.feeder.t_end is None
+            ph["audio_s_end"] = round(self.feeder.fed_s, 2)
+            ph["wall_s"] = round(time.monotonic() - t0, 2)
+        finally:
+            self.phases[label] = ph
+            self.scraper.resume()
+            self.fleet.resume()
+        log(f"fd baseline '{label}': {ph.get('fds')} fds at {ph['audio_s']:.0f} s audio "
+            f"(quiet {ph['quiet']}, sse_clients {ph.get('sse_clients')}, "
+            f"http_connections {ph.get('http_connections')}, {ph.get('wall_s')} s)")
+
+    def run(self):
+        a = self.a
+        if self._wait_audio(a.warmup_s):
+            self._quiet("warmup")
+        end_at = a.duration_s - a.speed * END_QUIET_WALL_S
+        if end_at <= a.warmup_s:
+            log(f"run too short for a separate end fd baseline ({END_QUIET_WALL_S:.0f} s wall before EOF "
+                f"falls inside the warm-up); taking it right away")
+        if self._wait_audio(max(end_at, a.warmup_s)):
+            self._quiet("end")
+
+    def stop(self):
+        self.stop_ev.set()
+        self.join(timeout=QUIET_TIMEOUT_S + 10)
+
+
+def caption_files(work):
+    out = {}
+    for name in ("live.vtt", "live.srt", "live.vtt.1", "live.srt.1"):
+        p = os.path.join(work, name)
+        if os.path.exists(p):
+            out[name] = os.path.getsize(p)
+    vtt = os.path.join(work, "live.vtt")
+    if os.path.exists(vtt):
+        with open(vtt, errors="replace") as f:
+            text = f.read()
+        out["vtt_header_ok"] = text.lstrip("\ufeff").startswith("WEBVTT")
+        out["vtt_cues"] = text.count("-->")
+        out["vtt_utterance_notes"] = len(re.findall(r"^NOTE utterance ", text, re.M))
+    srt = os.path.join(work, "live.srt")
+    if os.path.exists(srt):
+        with open(srt, errors="replace") as f:
+            out["srt_cues"] = f.read().count("-->")
+    return out
+
+
 # ---------------------------------------------------------------- analysis -------------
 
 def lsq_slope(xs, ys):
@@ -327,12 +1191,13 @@ def mb(kb):
     return kb / 1024.0
 
 
-def summarise(a, rows, feeder, meta, stats, events, log_counts, rc, t_proc0, t_exit, load):
+def summarise(a, rows, feeder, meta, stats, events, log_counts, rc, t_proc0, t_exit, load, outputs=None):
     total_audio = feeder.fed_s
     s = {"params": {
         "duration_s": a.duration_s, "speed": a.speed, "interval_s": a.interval_s,
         "warmup_s": a.warmup_s, "clips": a.clips, "config": a.config, "bin": a.bin,
-        "work": a.work, "curve_step_s": a.curve_step_s},
+        "work": a.work, "curve_step_s": a.curve_step_s, "outputs": a.outputs,
+        "interim_ms": a.interim_ms if a.outputs else None},
         "input": meta, "exit_code": rc}
     feed_wall = (feeder.t_end - feeder.t_start) if feeder.t_start and feeder.t_end else None
     e2e_wall = (t_exit - feeder.t_start) if feeder.t_start else None
@@ -449,12 +1314,70 @@ def summarise(a, rows, feeder, meta, stats, events, log_counts, rc, t_proc0, t_e
         v["rss_growth_lt_5pct"] = mem["growth_pct_max"] < 5.0
     else:
         v["rss_growth_lt_5pct"] = False
-    v["fd_growth_zero"] = bool(s.get("fds")) and s["fds"]["max_after_warmup"] <= s["fds"]["at_warmup"]
+    if outputs is None:
+        v["fd_growth_zero"] = bool(s.get("fds")) and s["fds"]["max_after_warmup"] <= s["fds"]["at_warmup"]
+    else:
+        # The raw fd count includes the soak's own client connections, so the fd verdict
+        # compares the two baselines taken with no client connected (see Conductor).
+        v["fds_back_to_baseline"] = outputs["verdicts"]["fds_back_to_baseline"]
     v["no_drops"] = bool(stats) and s["drops"]["judged_total"] == 0
     v["daemon_exit_0"] = rc == 0
+    if outputs is not None:
+        v["mqtt_every_event"] = outputs["verdicts"]["mqtt_every_event"]
+        v["http_served"] = outputs["verdicts"]["http_served"]
+        s["outputs"] = outputs
     s["verdicts"] = v
     s["pass"] = all(v.values())
     return s
+
+
+def print_outputs(o, s):
+    p = print
+    fmt = lambda x, spec="": "n/a" if x is None else format(x, spec)
+    p(f"outputs        http 127.0.0.1:{o['http_port']}, mqtt 127.0.0.1:{o['mqtt_port']} (own mosquitto), "
+      f"captions, output.partials, asr.interim_every_ms {o['interim_ms'] or 'as configured'}; config {o['config']}")
+    p(f"HTTP start     /healthz {o['healthz']}, / {o['overlay']} (listener up after {fmt(o['listener_up_s'], '.1f')} s)")
+    e = o["sse"]
+    p(f"SSE            {e['started']} clients started, {e['connected']} connected (200), {e['closed_total']} closed "
+      f"{json.dumps(e['closed'])}; by kind {json.dumps(e['by_kind'])}; max open {e['max_open']}; connect failures "
+      f"{e['connect_failed']} (+{e['connect_failed_after_eof']} after EOF); non-200 {json.dumps(e['non_200'])}; "
+      f"{e['wall_s_connected']} s connected in all")
+    p(f"SSE events     {json.dumps(e['events'])}; {e['bytes']} bytes; keep-alives {e['keepalive_comments']}; "
+      f"status states {json.dumps(e['status_states'])}; {e['utterance_ids_distinct']} distinct utterance ids "
+      f"({o['sse_missing_ids']} of {o['events_utterance_ids']} written never reached any SSE client)")
+    mq = o["mqtt"]
+    dl = o.get("mqtt_daemon_log") or {}
+    p(f"MQTT           {mq['messages_total']} messages received {json.dumps(mq['by_kind'])}; event ids "
+      f"{mq['event_ids_distinct']} distinct ({mq['event_duplicates']} duplicates) vs {o['events_utterance_ids']} "
+      f"utterance events; status {' > '.join(mq['status_sequence'])}; final_stats events "
+      f"{fmt(mq['final_stats_events'])}; daemon log: published {dl.get('published', 'n/a')}, acked "
+      f"{dl.get('acked', 'n/a')}, failed {dl.get('failed', 'n/a')}, dropped {dl.get('dropped', 'n/a')}")
+    ml = o["metrics_last"]
+    if ml:
+        p(f"metrics        last scrape at {ml['audio_s']:.0f} s audio, {fmt(ml['s_before_exit'], '.1f')} s before "
+          f"exit ({o['scrapes']['metrics_ok']} scrapes ok, {o['scrapes']['metrics_failed']} failed, "
+          f"{o['scrapes']['metrics_failed_after_eof']} failed after EOF):")
+        for k, val in ml["values"].items():
+            p(f"                 {k} {val:g}")
+    else:
+        p("metrics        no successful /metrics scrape")
+    c = o["captions"]
+    sc = o["scrapes"]
+    p(f"captions       live.vtt {c.get('live.vtt', 'missing')} B ({c.get('vtt_cues')} cues, "
+      f"{c.get('vtt_utterance_notes')} utterance NOTEs, header ok {c.get('vtt_header_ok')}), live.srt "
+      f"{c.get('live.srt', 'missing')} B ({c.get('srt_cues')} cues)"
+      + (f", rotated {c.get('live.vtt.1')}/{c.get('live.srt.1')} B" if "live.vtt.1" in c or "live.srt.1" in c else "")
+      + f"; fetched /captions.vtt ok {sc['vtt_ok']} bad {sc['vtt_bad']}, /captions.srt ok {sc['srt_ok']} "
+      f"bad {sc['srt_bad']}")
+    fb = o["fd_baselines"]
+    for k in ("warmup", "end"):
+        ph = fb.get(k)
+        if ph:
+            p(f"fd baseline    {k}: {ph.get('fds')} fds (samples {ph.get('fds_samples')}) at {ph['audio_s']:.0f} s "
+              f"audio; quiet {ph['quiet']} (sse_clients {fmt(ph.get('sse_clients'), 'g')}, http_connections "
+              f"{fmt(ph.get('http_connections'), 'g')}), before EOF {ph.get('before_eof')}, took {ph.get('wall_s')} s")
+        else:
+            p(f"fd baseline    {k}: not taken")
 
 
 def print_summary(s):
@@ -500,17 +1423,113 @@ def print_summary(s):
     p(f"drops          {json.dumps(d['dropped'])}; judged total {d['judged_total']}")
     p(f"other counters {json.dumps(d['other_counters'])}")
     lg = s["log"]
-    p(f"log            {lg['lines']} lines, WARN {lg['WARN']}, ERROR {lg['ERROR']} ({lg['path']})")
-    for line in lg["first_warn_error"]:
+    p(f"log            {lg['lines']} lines, WARN {lg['WARN']}, ERROR {lg['ERROR']}, panics {lg.get('panics', 0)} "
+      f"({lg['path']})")
+    for line in lg["first_warn_error"] + lg.get("first_panic", []):
         p(f"                 {line}")
+    o = s.get("outputs")
+    if o:
+        print_outputs(o, s)
     v = s["verdicts"]
     p(f"verdict        RSS growth < 5 % after warm-up: {pf(v['rss_growth_lt_5pct'])} "
       f"({fmt(m.get('growth_pct_max'), '+.2f')} %)")
-    p(f"verdict        fd growth == 0 after warm-up:   {pf(v['fd_growth_zero'])}")
+    if "fd_growth_zero" in v:
+        p(f"verdict        fd growth == 0 after warm-up:   {pf(v['fd_growth_zero'])}")
+    else:
+        fb = o["fd_baselines"]
+        w, e = fb.get("warmup") or {}, fb.get("end") or {}
+        p(f"verdict        fds back to baseline after SSE clients leave: {pf(v['fds_back_to_baseline'])} "
+          f"(end {e.get('fds')} vs warm-up {w.get('fds')}, no client connected at either)")
     p(f"verdict        drops == 0:                      {pf(v['no_drops'])} "
       f"(at {fmt(t['speed_end_to_end'], '.2f')}x achieved, target {t['speed_target']:g}x)")
     p(f"verdict        daemon exit status 0:            {pf(v['daemon_exit_0'])} (got {s['exit_code']})")
+    if o:
+        mq = o["mqtt"]
+        p(f"verdict        every final event reached MQTT:  {pf(v['mqtt_every_event'])} "
+          f"({mq['event_ids_distinct']} distinct event ids received vs {o['events_utterance_ids']} utterance "
+          f"events written; missing {mq['missing_ids']}, extra {mq['extra_ids']})")
+        p(f"verdict        HTTP served (SSE, /metrics, captions, /healthz): {pf(v['http_served'])}"
+          + (f" - {'; '.join(o['http_problems'])}" if o["http_problems"] else ""))
+        p(f"SSE lag        {o['sse_lagged']} events lost by lagging SSE clients "
+          f"(sarcasmd_dropped_events_total{{reason=\"sse_client_lagged\"}}, last scrape; reported, not judged)")
     p(f"overall        {'PASS' if s['pass'] else 'FAIL'}")
+
+
+def outputs_report(a, out, fleet, scraper, conductor, utt_ids, mqtt_log, t_exit):
+    """Everything --outputs adds to summary.json, with its three verdicts."""
+    o = {"config": out["config"], "http_port": out["http_port"], "mqtt_port": out["mqtt_port"],
+         "interim_ms": a.interim_ms, "config_notes": out["notes"], "healthz": out.get("healthz"),
+         "overlay": out.get("overlay"), "listener_up_s": out.get("listener_up_s"),
+         "events_utterance_ids": len(utt_ids)}
+    if fleet:
+        sse, sse_ids = fleet.report()
+    else:
+        sse, sse_ids = {"started": 0, "connected": 0, "closed": {}, "closed_total": 0, "by_kind": {},
+                        "max_open": 0, "connect_failed": 0, "connect_failed_after_eof": 0, "non_200": {},
+                        "wall_s_connected": 0, "events": {}, "bytes": 0, "keepalive_comments": 0,
+                        "status_states": {}, "utterance_ids_distinct": 0,
+                        "ended_by_server_or_error_before_eof": 0}, set()
+    o["sse"] = sse
+    o["sse_missing_ids"] = len(utt_ids - sse_ids)
+    mq = out["sub"].report()
+    mids = set(out["sub"].event_ids)
+    mq["missing_ids"] = len(utt_ids - mids)
+    mq["missing_ids_first"] = sorted(utt_ids - mids)[:10]
+    mq["extra_ids"] = len(mids - utt_ids)
+    o["mqtt"] = mq
+    o["mqtt_daemon_log"] = mqtt_log
+    last = scraper.last if scraper else None
+    if last:
+        vals = last["values"]
+        keep = {k: v for k, v in vals.items() if METRIC_KEEP_RE.search(k.split("{", 1)[0])}
+        for k, v in vals.items():
+            if k.split("{", 1)[0] == "sarcasmd_events_total":
+                keep[k] = v
+        o["metrics_last"] = {"audio_s": last["audio_s"], "s_before_exit": round(t_exit - last["t_wall"], 2),
+                             "values": dict(sorted(keep.items()))}
+        lag = [v for k, v in vals.items() if "sse_client_lagged" in k]
+        o["sse_lagged"] = int(sum(lag)) if lag else None
+    else:
+        o["metrics_last"] = None
+        o["sse_lagged"] = None
+    sc = dict(scraper.st) if scraper else {"metrics_ok": 0, "metrics_failed": 0, "metrics_failed_after_eof": 0,
+                                           "metrics_errors": [], "vtt_ok": 0, "vtt_bad": 0, "srt_ok": 0,
+                                           "srt_bad": 0, "caption_failed_after_eof": 0, "caption_errors": []}
+    o["scrapes"] = sc
+    o["captions"] = caption_files(a.work)
+    o["fd_baselines"] = dict(conductor.phases) if conductor else {}
+
+    w, e = o["fd_baselines"].get("warmup"), o["fd_baselines"].get("end")
+    fds_ok = bool(w and e and w["quiet"] and e["quiet"] and e["before_eof"]
+                  and w["fds"] is not None and e["fds"] is not None and e["fds"] <= w["fds"])
+    problems = []
+    if out.get("healthz") != 200:
+        problems.append(f"/healthz {out.get('healthz')}")
+    if out.get("overlay") != 200:
+        problems.append(f"/ {out.get('overlay')}")
+    if sse["connected"] == 0:
+        problems.append("no SSE client connected")
+    if sse["connect_failed"]:
+        problems.append(f"{sse['connect_failed']} SSE connects failed before EOF")
+    if sse["non_200"]:
+        problems.append(f"SSE non-200 {sse['non_200']}")
+    if sse["ended_by_server_or_error_before_eof"]:
+        problems.append(f"{sse['ended_by_server_or_error_before_eof']} SSE streams ended by the server or an "
+                        f"error before EOF")
+    if sc["metrics_ok"] == 0 or sc["metrics_failed"]:
+        problems.append(f"/metrics ok {sc['metrics_ok']} failed {sc['metrics_failed']} {sc['metrics_errors']}")
+    if sc["vtt_ok"] == 0 or sc["vtt_bad"] or sc["srt_bad"]:
+        problems.append(f"captions vtt ok {sc['vtt_ok']} bad {sc['vtt_bad']}, srt bad {sc['srt_bad']} "
+                        f"{sc['caption_errors']}")
+    if not o["captions"].get("vtt_header_ok"):
+        problems.append("live.vtt missing or without a WEBVTT header")
+    o["http_problems"] = problems
+    o["verdicts"] = {
+        "fds_back_to_baseline": fds_ok,
+        "mqtt_every_event": mq["missing_ids"] == 0 and mq["event_ids_distinct"] >= len(utt_ids),
+        "http_served": not problems,
+    }
+    return o
 
 
 # ---------------------------------------------------------------- main -----------------
@@ -531,6 +1550,12 @@ def main():
                     help="run directory (default ~/.cache/sarcasmd/soak/run-<timestamp>)")
     ap.add_argument("--curve-step-s", type=float, default=None,
                     help="RSS curve step in audio seconds (default 300; shorter runs: ~1/6 of the duration)")
+    ap.add_argument("--outputs", action="store_true",
+                    help="full-outputs mode: HTTP (SSE clients coming and going, /metrics, captions), MQTT "
+                         "(own mosquitto) and caption files on; see the module doc")
+    ap.add_argument("--interim-ms", type=int, default=1000,
+                    help="with --outputs: asr.interim_every_ms, so partial events flow to SSE (default 1000; "
+                         "0 = leave it as --config has it, i.e. off by default)")
     a = ap.parse_args()
 
     if a.duration_s <= 0:
@@ -545,6 +1570,14 @@ def main():
         a.curve_step_s = 300.0 if a.duration_s >= 1800 else max(10.0, round(a.duration_s / 6 / 10) * 10)
     if a.curve_step_s <= 0:
         ap.error("--curve-step-s must be > 0")
+    if a.outputs:
+        if a.speed <= 0:
+            ap.error("--outputs needs a paced feed (--speed > 0): the fd baselines are timed on it")
+        if a.interim_ms != 0 and not 300 <= a.interim_ms <= 10000:
+            ap.error("--interim-ms must be 0 or 300..10000 (asr.interim_every_ms)")
+        for tool in ("mosquitto", "mosquitto_sub"):
+            if not shutil.which(tool):
+                die(f"--outputs needs {tool}; install it with `sudo apt-get install mosquitto mosquitto-clients`")
     if not shutil.which("ffmpeg"):
         die("ffmpeg not found; install it with `sudo apt-get install ffmpeg` (Debian/Ubuntu package `ffmpeg`)")
     a.bin = os.path.abspath(a.bin)
@@ -580,13 +1613,69 @@ def main():
     cmd = [a.bin, "replay", "-", "--rate", str(RATE), "--events", ev_path, "--stats", st_path]
     if a.speed > 0:
         cmd.insert(3, "--live")
-    if a.config:
+    log(f"work dir {a.work}")
+    out = None
+    if a.outputs:
+        out = start_outputs(a)   # broker, subscriber, config (validated); dies on failure
+        cmd += ["--config", out["config"]]
+    elif a.config:
         cmd += ["--config", a.config]
     with open(os.path.join(a.work, "command.txt"), "w") as f:
         f.write(" ".join(cmd) + "\n")
-    log(f"work dir {a.work}")
     log("running: " + " ".join(cmd))
+    try:
+        return run_soak(a, cmd, out, pcm_path, meta, ev_path, st_path, log_path, csv_path)
+    finally:
+        if out:
+            out["sub"].stop(wait_for_offline_s=0)
+            out["broker"].stop()
 
+
+def start_outputs(a):
+    """--outputs: mosquitto on a free loopback port, a subscriber on it, and the daemon's
+    config with [http], [mqtt], [captions], output.partials (and asr.interim_every_ms)
+    written to <work>/soak-outputs.toml and checked with `sarcasmd validate`."""
+    for name in ("live.vtt", "live.srt", "live.vtt.1", "live.srt.1"):
+        if os.path.exists(os.path.join(a.work, name)):
+            os.remove(os.path.join(a.work, name))
+    try:
+        broker = Broker(a.work)
+    except (RuntimeError, OSError) as e:
+        die(f"cannot start mosquitto: {e}")
+    log(f"mosquitto on 127.0.0.1:{broker.port} (log {broker.log_path})")
+    sub = MqttSub(broker.port, a.work)
+    sub.start()
+    ok = sub.wait_subscribed()
+    if ok is False:
+        sub.stop(wait_for_offline_s=0)
+        broker.stop()
+        die(f"mosquitto_sub did not receive its probe message; see {sub.err_path}")
+    http_port = free_port()
+    while http_port == broker.port:
+        http_port = free_port()
+    try:
+        text, notes, _cfg = outputs_config(a, http_port, broker.port)
+    except (OSError, ValueError) as e:  # tomllib.TOMLDecodeError is a ValueError
+        sub.stop(wait_for_offline_s=0)
+        broker.stop()
+        die(f"cannot build the outputs config from --config {a.config}: {e}")
+    for n in notes:
+        log(n)
+    cfg_path = os.path.join(a.work, "soak-outputs.toml")
+    with open(cfg_path, "w") as f:
+        f.write(text)
+    r = subprocess.run([a.bin, "validate", cfg_path], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    msg = r.stdout.decode(errors="replace").strip()
+    if r.returncode != 0:
+        sub.stop(wait_for_offline_s=0)
+        broker.stop()
+        die(f"`sarcasmd validate {cfg_path}` failed (exit {r.returncode}): {msg}")
+    log(f"config {cfg_path}: {msg.splitlines()[-1] if msg else 'ok'}")
+    return {"broker": broker, "sub": sub, "config": cfg_path, "http_port": http_port,
+            "mqtt_port": broker.port, "notes": notes}
+
+
+def run_soak(a, cmd, out, pcm_path, meta, ev_path, st_path, log_path, csv_path):
     clk = os.sysconf("SC_CLK_TCK")
     load0 = [round(x, 2) for x in os.getloadavg()]
     logf = open(log_path, "wb")
@@ -595,8 +1684,40 @@ def main():
     feeder = Feeder(proc, pcm_path, a.speed, log_path)
     feeder.start()
 
+    fleet = scraper = conductor = None
+    if out:
+        # The listener is up before the models load; clients start once it answers.
+        t_wait = time.monotonic()
+        out["healthz"] = out["overlay"] = None
+        out["listener_up_s"] = None
+        while time.monotonic() - t_wait < 60 and proc.poll() is None:
+            try:
+                out["healthz"] = http_get(out["http_port"], "/healthz", timeout=2.0)[0]
+                out["listener_up_s"] = round(time.monotonic() - t_proc0, 2)
+                break
+            except OSError:
+                time.sleep(0.1)
+        if out["healthz"] is None:
+            log(f"the HTTP listener on 127.0.0.1:{out['http_port']} did not answer /healthz")
+        else:
+            try:
+                out["overlay"] = http_get(out["http_port"], "/", timeout=5.0)[0]
+            except OSError as e:
+                out["overlay"] = f"{e.__class__.__name__}"
+            fleet = SseFleet(out["http_port"], feeder)
+            scraper = Scraper(out["http_port"], a.interval_s, feeder)
+            conductor = Conductor(a, proc, feeder, fleet, scraper, clk)
+            fleet.start()
+            scraper.start()
+            conductor.start()
+
     rows = []
     fields = ["t", "audio_s", "rss_kb", "hwm_kb", "fds", "threads", "cpu_s"]
+    if out:
+        # client_sse_open: the soak's own open /events sockets at sample time (they are
+        # in the daemon's fd count too); sse_clients / http_connections: the daemon's
+        # gauges from the latest /metrics scrape.
+        fields += ["client_sse_open", "sse_clients", "http_connections"]
     with open(csv_path, "w", newline="") as cf:
         w = csv.DictWriter(cf, fieldnames=fields)
         w.writeheader()
@@ -610,6 +1731,11 @@ def main():
                 now = time.monotonic()
                 row = {"t": round(now - t_proc0, 3), "audio_s": round(feeder.fed_s, 3), **smp}
                 row["cpu_s"] = round(row["cpu_s"], 2)
+                if out:
+                    row["client_sse_open"] = fleet.open_count() if fleet else 0
+                    g = scraper.gauges if scraper else {}
+                    row["sse_clients"] = g.get("sse_clients")
+                    row["http_connections"] = g.get("http_connections")
                 rows.append(row)
                 w.writerow(row)
                 cf.flush()
@@ -635,12 +1761,19 @@ def main():
     t_exit = time.monotonic()
     feeder.join(timeout=5)
     logf.close()
+    if out:
+        for th in (conductor, fleet, scraper):
+            if th:
+                th.stop()
+        out["sub"].stop()
+        out["broker"].stop()
     load1 = [round(x, 2) for x in os.getloadavg()]
     if feeder.error:
         log(feeder.error)
 
     # events
     events = {"lines": 0, "utterance": 0, "other_types": {}, "bad_lines": 0}
+    utt_ids = set()
     if os.path.exists(ev_path):
         with open(ev_path, errors="replace") as f:
             for line in f:
@@ -648,12 +1781,15 @@ def main():
                     continue
                 events["lines"] += 1
                 try:
-                    typ = json.loads(line).get("type")
+                    j = json.loads(line)
+                    typ = j.get("type")
                 except (ValueError, AttributeError):
                     events["bad_lines"] += 1
                     continue
                 if typ == "utterance":
                     events["utterance"] += 1
+                    if "id" in j:
+                        utt_ids.add(j["id"])
                 else:
                     events["other_types"][str(typ)] = events["other_types"].get(str(typ), 0) + 1
     stats = None
@@ -663,10 +1799,23 @@ def main():
     except (OSError, ValueError) as e:
         log(f"no usable stats file {st_path}: {e}")
 
-    log_counts = {"path": log_path, "lines": 0, "WARN": 0, "ERROR": 0, "first_warn_error": []}
+    log_counts = {"path": log_path, "lines": 0, "WARN": 0, "ERROR": 0, "first_warn_error": [],
+                  "panics": 0, "first_panic": []}
+    mqtt_log = None
     with open(log_path, errors="replace") as f:
+        after_panic = 0
         for line in f:
             log_counts["lines"] += 1
+            if after_panic:  # the panic message is on the line after "panicked at"
+                log_counts["first_panic"].append(line.rstrip()[:300])
+                after_panic = 0
+            if PANIC_RE.match(line):
+                log_counts["panics"] += 1
+                if log_counts["panics"] == 1:
+                    log_counts["first_panic"].append(line.rstrip()[:300])
+                    after_panic = 1
+            if MQTT_SUMMARY_RE.search(line):
+                mqtt_log = mqtt_log_line(line)
             mm = LOG_LEVEL_RE.match(line)
             if mm:
                 log_counts[mm.group(1)] += 1
@@ -675,12 +1824,20 @@ def main():
 
     if not rows:
         log("no /proc samples were taken (the daemon exited at once?); see " + log_path)
-    s = summarise(a, rows, feeder, meta, stats, events, log_counts, rc, t_proc0, t_exit, (load0, load1))
+    outputs = None
+    if out:
+        outputs = outputs_report(a, out, fleet, scraper, conductor, utt_ids, mqtt_log, t_exit)
+    s = summarise(a, rows, feeder, meta, stats, events, log_counts, rc, t_proc0, t_exit, (load0, load1),
+                  outputs)
     s["files"] = {"samples_csv": csv_path, "events": ev_path, "stats": st_path, "log": log_path}
+    if out:
+        s["files"].update(config=out["config"], mosquitto_log=out["broker"].log_path,
+                          vtt=os.path.join(a.work, "live.vtt"), srt=os.path.join(a.work, "live.srt"))
     with open(os.path.join(a.work, "summary.json"), "w") as f:
         json.dump(s, f, indent=1)
     print_summary(s)
-    print(f"files          {a.work}/{{samples.csv,summary.json,stats.json,events.jsonl,sarcasmd.log}}")
+    print(f"files          {a.work}/{{samples.csv,summary.json,stats.json,events.jsonl,sarcasmd.log"
+          + (",soak-outputs.toml,mosquitto.log,live.vtt,live.srt" if out else "") + "}")
     return 0 if s["pass"] else 1
 
 

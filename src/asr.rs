@@ -432,6 +432,20 @@ pub enum Urgency {
 /// whisper.cpp refuses input shorter than 1 s; pad with a little margin.
 const MIN_SAMPLES: usize = PIPELINE_RATE_HZ as usize * 105 / 100;
 
+/// Seconds of silence the trimmed encoder sees after the audio (`asr.trim_encoder`).
+/// Whisper learnt to end a transcript where speech gives way to silence in a 30 s
+/// window; with only 1 s after the audio, tiny.en often ended its segment with a
+/// timestamp short of the end, and whisper.cpp, which stops only at end-of-text or a
+/// timestamp within 100 ms of the end, let it open a second segment and write the
+/// sentence again ("Go to morning everyone, let's load! Go to morning everyone, let's
+/// load!" for 2.31 s of speech cut off at SIGTERM, the copy timed 2.00-4.00 s). 129
+/// House clips, 2026-11-25: a span of 5+ words written twice in 14 whole clips and 17
+/// cut at 70 % with 1 s, none with 3 s; WER 31.9 -> 18.0 % (the untrimmed 30 s window:
+/// 15.5 %, at 6x the time). The cost: 15-25 % more CPU per audio second (`sarcasmd
+/// bench` on samples/meeting.wav, a busy 2-core machine: one-shot 0.052-0.055 -> 0.063,
+/// streaming 0.067-0.070 -> 0.084-0.089; its WER went 21.3 -> 19.1 %).
+const ENCODER_MARGIN_S: f64 = 3.0;
+
 impl AsrStream {
     /// A final transcript of `samples` (one-shot decoding).
     pub fn transcribe(&mut self, samples: &[f32]) -> Result<Transcript, AsrError> {
@@ -524,7 +538,7 @@ impl AsrStream {
         if self.cfg.trim_encoder {
             // 50 encoder positions per second of audio, plus a margin; whisper.cpp
             // clamps to the model's 1500.
-            let ctx = ((seconds + 1.0) * 50.0).ceil() as i32;
+            let ctx = ((seconds + ENCODER_MARGIN_S) * 50.0).ceil() as i32;
             p.set_audio_ctx(ctx.min(1500));
         }
         // `abandon` is this frame's argument, alive until `full` returns, which is as

@@ -434,6 +434,20 @@ pub enum Urgency {
 /// whisper.cpp refuses input shorter than 1 s; pad with a little margin.
 const MIN_SAMPLES: usize = PIPELINE_RATE_HZ as usize * 105 / 100;
 
+/// Seconds of silence the trimmed encoder sees after the audio (`asr.trim_encoder`).
+/// Whisper learnt to end a transcript where speech gives way to silence in a 30 s
+/// window; with only 1 s after the audio, tiny.en often ended its segment with a
+/// timestamp short of the end, and whisper.cpp, which stops only at end-of-text or a
+/// timestamp within 100 ms of the end, let it open a second segment and write the
+/// sentence again ("Go to morning everyone, let's load! Go to morning everyone, let's
+/// load!" for 2.31 s of speech cut off at SIGTERM, the copy timed 2.00-4.00 s). 129
+/// House clips, 2026-11-25: a span of 5+ words written twice in 14 whole clips and 17
+/// cut at 70 % with 1 s, none with 3 s; WER 31.9 -> 18.0 % (the untrimmed 30 s window:
+/// 15.5 %, at 6x the time). The cost: 15-25 % more CPU per audio second (`sarcasmd
+/// bench` on samples/meeting.wav, a busy 2-core machine: one-shot 0.052-0.055 -> 0.063,
+/// streaming 0.067-0.070 -> 0.084-0.089; its WER went 21.3 -> 19.1 %).
+const ENCODER_MARGIN_S: f64 = 3.0;
+
 impl AsrStream {
     /// A final transcript of `samples` (one-shot decoding).
     pub fn transcribe(&mut self, samples: &[f32]) -> Result<Transcript, AsrError> {
@@ -526,7 +540,7 @@ impl AsrStream {
         if self.cfg.trim_encoder {
             // 50 encoder positions per second of audio, plus a margin; whisper.cpp
             // clamps to the model's 1500.
-            let ctx = ((seconds + 1.0) * 50.0).ceil() as i32;
+            let ctx = ((seconds + ENCODER_MARGIN_S) * 50.0).ceil() as i32;
             p.set_audio_ctx(ctx.min(1500));
         }
         // `abandon` is this frame's argument, alive until `full` returns, which is as
@@ -630,6 +644,11 @@ pub fn apply_guards(t: &mut Transcript, no_speech_threshold: f32) {
     if t.segments.len() < before {
         t.guards.push("no_speech");
     }
+    // On the segments, not only the text: captions are cut from them and streaming
+    // rebuilds text from their words.
+    if remove_doubled_spans(&mut t.segments) {
+        t.guards.push("doubling_removed");
+    }
     let joined: String = t
         .segments
         .iter()
@@ -663,6 +682,95 @@ pub fn strip_annotations(s: &str) -> String {
         }
     }
     out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A span of at least this many words written twice in a row is Whisper copying itself
+/// (a second segment over the last fraction of a second of audio, or past its end).
+/// Speech repeats shorter spans: 37,520 texts of ../shared/data (sitcom dialogue,
+/// tweets, headlines) have back-to-back repeats of up to 4 words ("oh god I'm sorry, oh
+/// god I'm sorry"), none of 5 or more.
+pub const MIN_DOUBLED_WORDS: usize = 5;
+
+/// Drop every further copy of a span of [`MIN_DOUBLED_WORDS`]+ words that follows
+/// itself (case and punctuation aside, across segment boundaries) from the segments'
+/// text and words; segments left empty go. Loops of short phrases are left to
+/// [`collapse_repeats`]. Returns whether anything was dropped.
+pub fn remove_doubled_spans(segments: &mut Vec<AsrSegment>) -> bool {
+    // Pieces (segment, word) in order: a decode with token times has its words, one
+    // without has its text split at spaces.
+    let mut pieces: Vec<(usize, String)> = Vec::new();
+    for (i, seg) in segments.iter().enumerate() {
+        if seg.words.is_empty() {
+            pieces.extend(seg.text.split_whitespace().map(|w| (i, format!(" {w}"))));
+        } else {
+            pieces.extend(seg.words.iter().map(|w| (i, w.text.clone())));
+        }
+    }
+    let mut drop = vec![false; pieces.len()];
+    // Indices of pieces that are words (not punctuation alone), and their normal form.
+    let (at, words): (Vec<usize>, Vec<String>) = pieces
+        .iter()
+        .enumerate()
+        .map(|(i, (_, p))| (i, crate::streaming::normalise_word(p)))
+        .filter(|(_, w)| !w.is_empty())
+        .unzip();
+    let mut i = 0;
+    while i < words.len() {
+        // The longest span starting here that follows itself, and how many copies.
+        let found = (MIN_DOUBLED_WORDS..=(words.len() - i) / 2)
+            .rev()
+            .find(|&n| words[i..i + n] == words[i + n..i + 2 * n]);
+        let Some(n) = found else {
+            i += 1;
+            continue;
+        };
+        let mut copies = 2;
+        while i + (copies + 1) * n <= words.len()
+            && words[i..i + n] == words[i + copies * n..i + (copies + 1) * n]
+        {
+            copies += 1;
+        }
+        let end = i + copies * n;
+        if has_short_loop(&words[i..end]) {
+            i += 1;
+            continue;
+        }
+        // Everything from the first word of the second copy to the last of the last.
+        for d in &mut drop[at[i + n]..=at[end - 1]] {
+            *d = true;
+        }
+        i = end;
+    }
+    if !drop.contains(&true) {
+        return false;
+    }
+    // Per segment, its pieces and whether each goes (in the order of its words).
+    let mut per_segment: Vec<Vec<(String, bool)>> = vec![Vec::new(); segments.len()];
+    for ((seg, piece), d) in pieces.into_iter().zip(drop) {
+        per_segment[seg].push((piece, d));
+    }
+    for (seg, pieces) in segments.iter_mut().zip(per_segment) {
+        if !pieces.iter().any(|(_, d)| *d) {
+            continue;
+        }
+        if !seg.words.is_empty() {
+            let mut goes = pieces.iter().map(|(_, d)| *d);
+            seg.words.retain(|_| !goes.next().unwrap_or(false));
+        }
+        seg.text = pieces
+            .into_iter()
+            .filter(|(_, d)| !d)
+            .map(|(p, _)| p)
+            .collect();
+    }
+    segments.retain(|s| !s.text.trim().is_empty());
+    true
+}
+
+/// Whether `words` is a phrase of up to 6 words said at least three times in a row:
+/// [`collapse_repeats`]'s case.
+fn has_short_loop(words: &[String]) -> bool {
+    (1..=6).any(|p| words.len() >= 3 * p && (p..words.len()).all(|k| words[k] == words[k - p]))
 }
 
 /// Collapse an n-gram (n = 1..=6 words) repeated more than twice in a row to one copy:
@@ -747,6 +855,113 @@ mod tests {
         let (s, changed) = collapse_repeats("no, no. Fine.");
         assert_eq!(s, "no, no. Fine.");
         assert!(!changed);
+    }
+
+    fn segment(start_s: f64, end_s: f64, text: &str) -> AsrSegment {
+        AsrSegment {
+            start_s,
+            end_s,
+            text: text.into(),
+            no_speech_prob: 0.1,
+            words: vec![],
+        }
+    }
+
+    fn guarded(segments: Vec<AsrSegment>) -> Transcript {
+        let mut t = Transcript {
+            segments,
+            ..Default::default()
+        };
+        apply_guards(&mut t, 0.6);
+        t
+    }
+
+    #[test]
+    fn a_sentence_written_twice_keeps_one_copy() {
+        // As whisper.cpp returned it for speech cut off at SIGTERM: the copy is a segment
+        // of its own.
+        let t = guarded(vec![
+            segment(0.0, 2.0, " Go to morning, everyone, let's load!"),
+            segment(2.0, 2.31, " Go to morning, everyone, let's load!"),
+        ]);
+        assert_eq!(t.text, "Go to morning, everyone, let's load!");
+        assert_eq!(t.guards, vec!["doubling_removed"]);
+        // Captions are cut from the segments: the copy must not be there either.
+        assert_eq!(t.segments.len(), 1, "{:?}", t.segments);
+        assert_eq!(t.segments[0].text, " Go to morning, everyone, let's load!");
+
+        // Inside one segment, with case and punctuation differing at the join.
+        let t = guarded(vec![segment(
+            0.0,
+            3.0,
+            " Go to morning, everyone, let's load. go to morning everyone, let's load!",
+        )]);
+        assert_eq!(t.text, "Go to morning, everyone, let's load.");
+        assert_eq!(t.segments[0].text, " Go to morning, everyone, let's load.");
+        assert_eq!(t.guards, vec!["doubling_removed"]);
+
+        // A copy that starts after words said once.
+        let t = guarded(vec![segment(
+            0.0,
+            4.0,
+            " Well, I wonder if that's significant. I wonder if that's significant.",
+        )]);
+        assert_eq!(t.text, "Well, I wonder if that's significant.");
+    }
+
+    #[test]
+    fn a_doubled_streaming_decode_loses_the_copy_from_its_words_too() {
+        // Streaming rebuilds text from words (`without_overlap`, LocalAgreement), so the
+        // words must agree with the text.
+        let words: Vec<AsrWord> =
+            "Oh great, another meeting today. Oh great, another meeting today."
+                .split_whitespace()
+                .enumerate()
+                .map(|(i, w)| AsrWord {
+                    text: format!(" {w}"),
+                    start_s: i as f64 * 0.3,
+                    end_s: i as f64 * 0.3 + 0.25,
+                })
+                .collect();
+        let mut seg = segment(0.0, 3.0, "");
+        seg.text = words.iter().map(|w| w.text.as_str()).collect();
+        seg.words = words;
+        let t = guarded(vec![seg]);
+        assert_eq!(t.text, "Oh great, another meeting today.");
+        let kept: String = t.segments[0]
+            .words
+            .iter()
+            .map(|w| w.text.as_str())
+            .collect();
+        assert_eq!(kept, " Oh great, another meeting today.");
+        assert_eq!(t.segments[0].text, kept);
+        // The first copy's words, with their times.
+        assert_eq!(t.segments[0].words.last().unwrap().start_s, 1.2);
+    }
+
+    #[test]
+    fn repeats_people_make_are_kept() {
+        // Back-to-back repeats of up to 4 words occur in real dialogue ("oh god I'm sorry,
+        // oh god I'm sorry"); none of 5 or more in 37,520 texts of ../shared/data.
+        for s in [
+            "Oh god, I'm sorry. Oh god, I'm sorry.",
+            "The redheads are coming, the redheads are coming!",
+            "very very good",
+            "no, no. Fine.",
+            "Thank you. Thank you.",
+        ] {
+            let t = guarded(vec![segment(0.0, 2.0, &format!(" {s}"))]);
+            assert_eq!(t.text, s);
+            assert!(t.guards.is_empty(), "{s}: {:?}", t.guards);
+        }
+        // Not this guard's: "no, no, no" is below its span, and loops of short phrases are
+        // `collapse_repeats`'s (which keeps emphasis said at most twice).
+        let mut segs = vec![segment(0.0, 1.0, " no, no, no")];
+        assert!(!remove_doubled_spans(&mut segs));
+        assert_eq!(segs[0].text, " no, no, no");
+        let t = guarded(vec![segment(0.0, 2.0, " no no no no no no no no no no")]);
+        assert_eq!(t.text, "no");
+        assert_eq!(t.guards, vec!["repetition_collapsed"]);
     }
 
     #[test]

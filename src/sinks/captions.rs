@@ -502,6 +502,11 @@ mod tests {
     }
 
     proptest::proptest! {
+        // Never write failure files into the source tree.
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
         #[test]
         fn cues_are_ordered_and_never_panic(
             start in 0.0f64..100.0,

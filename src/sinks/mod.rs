@@ -6,6 +6,8 @@
 //! it). Every other sink is secondary: a failure is logged once when it starts and once
 //! when it recovers, counted in `sarcasmd_sink_errors_total{sink}`, and retried with the
 //! next event, so a full disk or a dead broker never stops captioning or the overlay.
+//! A bug that panics inside the caption writer turns captions off for the rest of the
+//! run (logged, counted) instead of ending the daemon.
 
 pub mod captions;
 pub mod file;
@@ -62,6 +64,17 @@ impl SinkSet {
     }
 }
 
+/// Runs a secondary output's step and catches a panic in it, so one output's bug does
+/// not end the primary stream. The panic hook has already printed where it happened.
+fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+        p.downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into())
+    })
+}
+
 impl EventSink for SinkSet {
     fn gap(&mut self, g: &crate::event::GapEvent) -> std::io::Result<()> {
         self.primary.gap(g)?;
@@ -91,7 +104,24 @@ impl EventSink for SinkSet {
             }
         }
         if let Some(c) = self.captions.as_mut() {
-            match c.write(ev) {
+            let written = match guarded(|| c.write(ev)) {
+                Ok(r) => r,
+                Err(panic) => {
+                    // Its state is unknown after a panic: stop writing rather than
+                    // append to a file that may be half-formed.
+                    log::error!(
+                        "captions: internal error at utterance {} ({panic}); captions are off \
+                         for the rest of this run, events and other outputs continue",
+                        ev.id
+                    );
+                    self.captions = None;
+                    if let Some(m) = &self.metrics {
+                        m.sink_error("captions");
+                    }
+                    return Ok(());
+                }
+            };
+            match written {
                 Ok(()) if self.captions_failing => {
                     log::info!("captions: writing again");
                     self.captions_failing = false;
@@ -124,5 +154,17 @@ impl EventSink for SinkSet {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.primary.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_output_step_is_caught_and_named() {
+        assert_eq!(guarded(|| 7), Ok(7));
+        let e = guarded(|| -> u32 { panic!("min > max in clamp") }).unwrap_err();
+        assert!(e.contains("min > max"), "{e}");
     }
 }

@@ -533,6 +533,16 @@ def metric(values, name):
     return sum(hits) if hits else None
 
 
+def stop_process(proc, grace_s=5):
+    """SIGTERM, then SIGKILL after `grace_s`; waits for the exit."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
 class Broker:
     """mosquitto on a free loopback port, anonymous, no persistence."""
 
@@ -552,13 +562,7 @@ class Broker:
             raise RuntimeError(f"mosquitto did not listen on 127.0.0.1:{self.port}; see {self.log_path}")
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.logf.close()
 
 
@@ -641,13 +645,7 @@ class MqttSub(threading.Thread):
                     break
             time.sleep(0.1)
         time.sleep(0.5)
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.join(timeout=5)
         self.errf.close()
 

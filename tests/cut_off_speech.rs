@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use common::*;
 use sarcasmd::asr::Transcript;
-use sarcasmd::audio::{StreamResampler, WavSource};
+use sarcasmd::audio::WavSource;
 use sarcasmd::bench::SamplesSource;
 use sarcasmd::config::Config;
 use sarcasmd::streaming::{normalise_words, StreamingAsr};
@@ -39,17 +39,7 @@ const MEETING: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/meeting.wav"
 
 /// `samples/meeting.wav` (22.05 kHz) at the pipeline's rate.
 fn meeting_16k() -> Vec<f32> {
-    let mut r = hound::WavReader::open(MEETING).unwrap();
-    let rate = r.spec().sample_rate;
-    let x: Vec<f32> = r
-        .samples::<i16>()
-        .map(|s| s.unwrap() as f32 / 32768.0)
-        .collect();
-    let mut rs = StreamResampler::new(rate, RATE).unwrap();
-    let mut y = Vec::new();
-    rs.process(&x, &mut y).unwrap();
-    rs.finish(&mut y).unwrap();
-    y
+    common::read_wav_16k(std::path::Path::new(MEETING))
 }
 
 /// The first `seconds` of `samples/meeting.wav`, as `sox meeting.wav cut.wav trim 0 S`.

@@ -253,16 +253,8 @@ fn sigterm_flushes_and_exits_cleanly_while_stdin_is_silent() {
     // SAFETY: plain kill(2) on our own child.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     let t0 = std::time::Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t0.elapsed().as_secs() < 10,
-            "daemon did not stop after SIGTERM"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let status = wait_exit(&mut child, std::time::Duration::from_secs(10))
+        .expect("daemon did not stop after SIGTERM");
     eprintln!("stopped {:?} after SIGTERM", t0.elapsed());
     assert!(status.success(), "{status:?}");
     drop(stdin);
@@ -325,15 +317,9 @@ fn sigterm_ends_the_process_in_bounded_time_when_nobody_reads_stdout() {
     // SAFETY: plain kill(2) on our own child.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     let t_term = std::time::Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if t_term.elapsed().as_secs() > 30 {
-            let _ = child.kill();
-            panic!("still running 30 s after SIGTERM with a stalled stdout");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+    let Some(status) = wait_exit(&mut child, std::time::Duration::from_secs(30)) else {
+        let _ = child.kill();
+        panic!("still running 30 s after SIGTERM with a stalled stdout");
     };
     let _ = reader.join();
     let log = log.lock().unwrap().clone();

@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, to_s16le};
+use common::{bin, read_wav_16k, to_s16le, wait_exit};
 
 const DASHBOARD: &str = include_str!("../docs/grafana/sarcasmd.json");
 
@@ -51,18 +51,10 @@ fn scrape() -> BTreeMap<String, BTreeSet<String>> {
     std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
     // One spoken line of the sample, then silence with stdin held open (a quiet room).
     let wav = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/meeting.wav");
-    let mut r = hound::WavReader::open(wav).unwrap();
-    let rate = r.spec().sample_rate as usize;
-    let x: Vec<f32> = r
-        .samples::<i16>()
-        .map(|s| s.unwrap() as f32 / 32768.0)
-        .collect();
+    let mut first_line = read_wav_16k(std::path::Path::new(wav));
     // The first line ("Good morning everyone...") ends by 5.5 s; 2 s of silence end it.
-    // 22.05 kHz -> 16 kHz by nearest sample is enough to be heard as speech.
-    let first_line: Vec<f32> = (0..16_000 * 11 / 2)
-        .map(|i| x[i * rate / 16_000])
-        .chain(std::iter::repeat_n(0.0, 16_000 * 2))
-        .collect();
+    first_line.truncate(16_000 * 11 / 2);
+    first_line.extend(std::iter::repeat_n(0.0, 16_000 * 2));
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(&to_s16le(&first_line)).unwrap();
     let t0 = Instant::now();
@@ -85,7 +77,9 @@ fn scrape() -> BTreeMap<String, BTreeSet<String>> {
     // SAFETY: plain kill(2) on our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     drop(stdin);
-    let _ = child.wait();
+    if wait_exit(&mut child, Duration::from_secs(30)).is_none() {
+        let _ = child.kill();
+    }
     let (_, body) = raw.split_once("\r\n\r\n").expect("a response");
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for line in body

@@ -8,9 +8,9 @@ mod common;
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::bin;
+use common::{bin, wait_exit};
 
 fn validate(cfg: &Path) -> Output {
     Command::new(bin())
@@ -179,7 +179,6 @@ fn paths_that_are_not_regular_files_are_refused_by_kind_at_once() {
         (vec!["eval".into(), dev_zero.to_path_buf()], "is a device"),
         (vec!["eval".into(), fifo.clone()], "pipe"),
     ] {
-        let t0 = Instant::now();
         let mut child = Command::new(bin())
             .args(&args)
             .stdout(std::process::Stdio::null())
@@ -187,12 +186,9 @@ fn paths_that_are_not_regular_files_are_refused_by_kind_at_once() {
             .spawn()
             .unwrap();
         // Before the fix these grew memory without bound or blocked on the FIFO.
-        while child.try_wait().unwrap().is_none() {
-            if t0.elapsed() > Duration::from_secs(30) {
-                let _ = child.kill();
-                panic!("{args:?} still running after 30 s");
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if wait_exit(&mut child, Duration::from_secs(30)).is_none() {
+            let _ = child.kill();
+            panic!("{args:?} still running after 30 s");
         }
         let out = child.wait_with_output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));

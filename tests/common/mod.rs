@@ -39,7 +39,12 @@ pub fn speak(text: &str, voice: &str) -> Vec<f32> {
         .status()
         .expect("espeak-ng not found: run scripts/install-system-deps.sh");
     assert!(st.success(), "espeak-ng failed");
-    let mut r = hound::WavReader::open(&wav).unwrap();
+    read_wav_16k(&wav)
+}
+
+/// A 16-bit WAV file at the pipeline's rate, resampled by the pipeline's own resampler.
+pub fn read_wav_16k(wav: &Path) -> Vec<f32> {
+    let mut r = hound::WavReader::open(wav).unwrap();
     let rate = r.spec().sample_rate;
     let x: Vec<f32> = r
         .samples::<i16>()
@@ -50,6 +55,21 @@ pub fn speak(text: &str, voice: &str) -> Vec<f32> {
     rs.process(&x, &mut y).unwrap();
     rs.finish(&mut y).unwrap();
     y
+}
+
+/// The child's exit status once it has exited, or None after `timeout` (still running).
+pub fn wait_exit(
+    child: &mut std::process::Child,
+    timeout: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < timeout {
+        if let Some(st) = child.try_wait().unwrap() {
+            return Some(st);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    None
 }
 
 /// First and last sample above a small amplitude: where the speech really is.

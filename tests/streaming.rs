@@ -49,7 +49,15 @@ fn streamed_transcripts_match_the_speech_and_views_report_readiness() {
     // Interim captions on: the streaming steps produce them.
     cfg.asr.interim_every_ms = 1000;
     let (sink, stats) = run_paced(&cfg, c.samples.clone());
-    let events = sink.0;
+    // The events that stand: an early end at a pause inside a sentence ("Thanks, ...")
+    // is replaced by its revision when the speaker goes on (designed; tested below),
+    // and whether it happens depends on how fast the decode at the pause returns.
+    let all = &sink.0;
+    let events: Vec<_> = all
+        .iter()
+        .filter(|e| !all.iter().any(|later| later.revises == Some(e.id)))
+        .cloned()
+        .collect();
     eprintln!("{:?}", stats.streaming);
     assert_eq!(events.len(), c.truth.len(), "{events:#?}");
     // The same audio decoded one-shot (read as fast as possible) is the reference
@@ -90,7 +98,7 @@ fn streamed_transcripts_match_the_speech_and_views_report_readiness() {
     );
     // Interim text came from the steps, each with the id of its final event.
     assert!(!sink.1.is_empty());
-    assert!(sink.1.iter().all(|p| p.id < events.len() as u64));
+    assert!(sink.1.iter().all(|p| p.id < all.len() as u64));
     assert_eq!(stats.dropped.values().sum::<u64>(), 0);
 }
 

@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Each board profile on its emulated board (scripts/emulate-board.sh: this CPU cut by a
+cgroup quota to the board's published whisper.cpp speed), in real time:
+
+  1. `sarcasmd bench` (streaming, live form, one run) over a short espeak-ng meeting with
+     the profile's settings: end-of-speech -> flag latency per stage;
+  2. a long espeak-ng meeting fed through `sarcasmd replay - --live --config PROFILE` at
+     1x real time by scripts/soak.py: keeps up or not (drain time after the input ends,
+     dropped audio), latency, shedding steps taken, peak RSS, CPU per audio second.
+
+Boards run side by side (their quotas add up to about half of a 2-core machine).
+Writes DIR/board-emulation.json and DIR/board-emulation.md (the tables for
+docs/boards.md). Needs root (cgroups), espeak-ng, a release build and the models.
+
+  python3 scripts/board_emulation.py --out /tmp/boards                     # 30 min each
+  python3 scripts/board_emulation.py --out /tmp/boards --minutes 3 --bench-minutes 1   # smoke
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BOARDS = ["rpi5", "rpi4"]
+HTTP_PORT = {"rpi5": 0, "rpi4": 1}  # + --port-base: the profiles' overlay/metrics, one port each
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
+
+
+def meeting(out, minutes, seed):
+    if not os.path.isdir(out) or not any(f.endswith(".wav") for f in os.listdir(out)):
+        subprocess.run([sys.executable, os.path.join(REPO, "scripts", "espeak_meeting.py"), "--out", out,
+                        "--minutes", str(minutes), "--seed", str(seed)], check=True)
+    return out
+
+
+def profile(a, board, work):
+    """The board's profile (as shipped, or from --profiles), with its HTTP port moved so
+    boards can run side by side (and never on a port a developer's daemon uses)."""
+    src = open(os.path.join(a.profiles, f"{board}.toml")).read()
+    text, n = re.subn(r'bind = "127\.0\.0\.1:\d+"', f'bind = "127.0.0.1:{a.port_base + HTTP_PORT[board]}"', src)
+    path = os.path.join(work, f"{board}.toml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path, n
+
+
+def emulate(board, host_ms, *extra):
+    return [os.path.join(REPO, "scripts", "emulate-board.sh"), board, "--host-encode-ms", str(host_ms), *extra, "--"]
+
+
+def cpu_stat(name):
+    for root in ("/sys/fs/cgroup/cpu", "/sys/fs/cgroup"):
+        p = os.path.join(root, name, "cpu.stat")
+        if os.path.exists(p):
+            return dict((k, int(v)) for k, v in (l.split() for l in open(p) if l.strip())), os.path.join(root, name)
+    return {}, None
+
+
+def pctl(v, q):
+    v = sorted(v)
+    if not v:
+        return None
+    return v[min(len(v) - 1, int(round(q / 100 * (len(v) - 1))))]
+
+
+def run_board(a, board, host_ms, bench_dir, meet_dir, res):
+    w = os.path.join(a.out, board)
+    os.makedirs(w, exist_ok=True)
+    cfg, _ = profile(a, board, w)
+    r = res[board] = {"profile": os.path.relpath(os.path.join(a.profiles, f"{board}.toml"), REPO), "http_port": a.port_base + HTTP_PORT[board]}
+    # 1. bench
+    bj = os.path.join(w, "bench.json")
+    cmd = emulate(board, host_ms) + [a.bin, "bench", bench_dir, "--config", cfg, "--runs", "1", "--no-baseline", "--json", bj]
+    log(board, "bench:", " ".join(cmd))
+    with open(os.path.join(w, "bench.log"), "w") as lf:
+        p = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT)
+    r["bench_exit"] = p.returncode
+    if os.path.exists(bj):
+        r["bench"] = json.load(open(bj))
+    # 2. the long meeting, live, through soak.py with the daemon inside the board's cgroup
+    name = f"sarcasmd-emu-{board}-{os.getpid()}"  # one group per run: parallel runs must not share a quota
+    wrapper = os.path.join(w, "sarcasmd-on-" + board)
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\nexec " + " ".join(emulate(board, host_ms, "--name", name, "--exec")) + f" {a.bin} \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    sw = os.path.join(w, "soak")
+    shutil.rmtree(sw, ignore_errors=True)
+    cmd = [sys.executable, os.path.join(REPO, "scripts", "soak.py"), "--duration-s", str(a.minutes * 60), "--speed", "1",
+           "--clips", meet_dir, "--config", cfg, "--bin", wrapper, "--work", sw, "--warmup-s", str(min(300, a.minutes * 60 // 4)),
+           "--interval-s", "10"]
+    log(board, "live meeting:", " ".join(cmd))
+    with open(os.path.join(w, "soak.log"), "w") as lf:
+        p = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT)
+    r["soak_exit"] = p.returncode
+    st, cg = cpu_stat(name)
+    r["cpu_stat"] = st
+    if cg:
+        try:
+            os.rmdir(cg)
+        except OSError:
+            pass
+    for f in ("summary.json", "stats.json"):
+        path = os.path.join(sw, f)
+        if os.path.exists(path):
+            r[f.split(".")[0]] = json.load(open(path))
+    ev = os.path.join(sw, "events.jsonl")
+    if os.path.exists(ev):
+        evs = [json.loads(l) for l in open(ev) if l.strip()]
+        evs = [e for e in evs if e.get("type") == "utterance"]
+        tot = [e["latency_ms"]["total"] for e in evs]
+        r["events"] = {"n": len(evs), "latency_total_ms": {"p50": pctl(tot, 50), "p95": pctl(tot, 95), "max": max(tot) if tot else None},
+                       "text_shed": sum(1 for e in evs if e.get("text_shed")),
+                       "asr_models": sorted({e["models"].get("asr", "") for e in evs}),
+                       "over_budget": None}
+    log(board, "done")
+
+
+def table(res, host_ms, a):
+    L = [f"Host: whisper.cpp encoder bench (tiny.en f16, 30 s window) {host_ms} ms with {os.cpu_count()} cores; "
+         f"espeak-ng meetings: bench {a.bench_minutes} min, live {a.minutes} min; {time.strftime('%Y-%m-%d')}.", "",
+         "| board (profile) | quota | bench p50 / p95 end of speech -> flag (ms) | live: events | live p50 / p95 / max (ms) | "
+         "budget (ms) | over budget | audio drops | other drops | shedding steps | text shed | drain after input (s) | "
+         "CPU s per audio s | peak RSS (MB) | throttled periods |", "|" + "---|" * 15]
+    for b, r in res.items():
+        q = subprocess.run(emulate(b, host_ms, "--print")[:-1], capture_output=True, text=True).stderr.strip()
+        quota = re.search(r"quota ([0-9.]+) CPUs", q)
+        summ = (r.get("bench") or {}).get("summary") or []
+        bp = f"{summ[0]['latency_p50_ms']:.0f} / {summ[0]['latency_p95_ms']:.0f} (WER {100 * (summ[0]['wer'] or 0):.1f} %)" if summ else "-"
+        st = r.get("stats", {})
+        sm = r.get("summary", {})
+        ev = r.get("events", {})
+        lat = ev.get("latency_total_ms", {})
+        drops = st.get("dropped", {})
+        shed = st.get("shed", {})
+        cs = r.get("cpu_stat", {})
+        fmt = lambda x: "-" if x is None else f"{x:.0f}"  # noqa: E731
+        L.append(f"| {b} ({r['profile']}) | {quota.group(1) if quota else '?'} CPUs | {bp} | {ev.get('n', '-')} | "
+                 f"{fmt(lat.get('p50'))} / {fmt(lat.get('p95'))} / {fmt(lat.get('max'))} | {r.get('budget_ms', '-')} | "
+                 f"{st.get('budget_violations', '-')} | {drops.get('ring_samples', '-')} | "
+                 f"{sum(v for k, v in drops.items() if k != 'ring_samples') if drops else '-'} | "
+                 f"{', '.join(shed.get('steps', [])) or 'none'} (max level {shed.get('max_level', '-')}) | {ev.get('text_shed', '-')} | "
+                 f"{sm.get('timing', {}).get('drain_after_eof_s', '-')} | {sm.get('timing', {}).get('cpu_s_per_audio_s', '-')} | "
+                 f"{st.get('peak_rss_mb', 0):.0f} | {cs.get('nr_throttled', '-')} of {cs.get('nr_periods', '-')} |")
+    return "\n".join(L) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--boards", default=",".join(BOARDS))
+    ap.add_argument("--minutes", type=int, default=30, help="live meeting length (default 30)")
+    ap.add_argument("--bench-minutes", type=int, default=3)
+    ap.add_argument("--profiles", default=os.path.join(REPO, "firmware-config"), help="dir with BOARD.toml (default firmware-config)")
+    ap.add_argument("--port-base", type=int, default=18790, help="HTTP ports used: this and the next (default 18790)")
+    ap.add_argument("--host-encode-ms", type=float, help="this machine's encoder bench (default: measured once)")
+    ap.add_argument("--bin", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")), "release", "sarcasmd"))
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("board_emulation: needs root (cgroup CPU quotas)")
+    os.makedirs(a.out, exist_ok=True)
+    boards = a.boards.split(",")
+    host_ms = a.host_encode_ms
+    if host_ms is None:
+        p = subprocess.run([os.path.join(REPO, "scripts", "emulate-board.sh"), boards[0], "--print"], capture_output=True, text=True)
+        m = re.search(r"([0-9.]+) ms here", p.stderr)
+        if not m:
+            sys.exit(f"board_emulation: host bench failed: {p.stderr}")
+        host_ms = float(m.group(1))
+    log(f"host encoder bench: {host_ms} ms")
+    bench_dir = meeting(os.path.join(a.out, f"meeting-{a.bench_minutes}min"), a.bench_minutes, 2)
+    meet_dir = meeting(os.path.join(a.out, f"meeting-{a.minutes}min"), a.minutes, 1)
+    res = {}
+    threads = [threading.Thread(target=run_board, args=(a, b, host_ms, bench_dir, meet_dir, res)) for b in boards]
+    for i, t in enumerate(threads):
+        t.start()
+        time.sleep(20 if i < len(threads) - 1 else 0)  # the first soak builds the shared input cache
+    for t in threads:
+        t.join()
+    for b in boards:
+        txt = open(os.path.join(a.profiles, f"{b}.toml")).read()
+        m = re.search(r"event_latency_ms\s*=\s*(\d+)", txt)
+        res[b]["budget_ms"] = int(m.group(1)) if m else None
+    out = {"host_encode_ms": host_ms, "minutes": a.minutes, "bench_minutes": a.bench_minutes, "boards": res}
+    with open(os.path.join(a.out, "board-emulation.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    md = table(res, host_ms, a)
+    with open(os.path.join(a.out, "board-emulation.md"), "w") as f:
+        f.write(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

@@ -93,6 +93,10 @@ pub struct BudgetConfig {
     /// Take one shedding step back after this many utterances in a row were analysed
     /// on time (none waiting, budget kept).
     pub recover_after: u32,
+    /// The board class this profile is for (`rpi4`, `rpi5`, `jetson-orin-nano`; "" =
+    /// not stated). `validate` and `run` then warn when `event_latency_ms` is below what
+    /// the profile's Whisper model was measured to deliver there (`crate::boards`).
+    pub board: String,
 }
 
 impl Default for BudgetConfig {
@@ -102,6 +106,7 @@ impl Default for BudgetConfig {
             shed_vision_fps: 1.0,
             shed_text_over_ms: 0,
             recover_after: 3,
+            board: String::new(),
         }
     }
 }
@@ -304,6 +309,18 @@ impl Config {
         Self::parse(&text, path)
     }
 
+    /// Budgets this profile's board cannot meet with its models (`crate::boards`);
+    /// warnings, not errors: the daemon runs and counts the violations.
+    pub fn board_warnings(&self) -> Vec<String> {
+        crate::boards::budget_warnings(
+            &self.budget.board,
+            &self.asr.model,
+            self.asr.stream_step_ms,
+            self.asr.threads,
+            self.budget.event_latency_ms,
+        )
+    }
+
     pub fn validate(&self) -> Result<(), FieldError> {
         match &self.source {
             SourceConfig::Stdin { sample_rate_hz, .. } => {
@@ -401,6 +418,12 @@ impl Config {
             return Err(FieldError::new(
                 "budget.recover_after",
                 "must be within 1..=1000 utterances",
+            ));
+        }
+        if !self.budget.board.is_empty() && !crate::boards::BOARDS.contains(&self.budget.board.as_str()) {
+            return Err(FieldError::new(
+                "budget.board",
+                format!("must be one of {:?} (or left out)", crate::boards::BOARDS),
             ));
         }
         self.captions.validate(self.output.include_transcript)?;

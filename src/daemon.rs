@@ -518,6 +518,9 @@ fn run_with_stop(
     note: Option<&str>,
 ) -> Result<DaemonReport, DaemonError> {
     crate::preflight::check_start(cfg)?;
+    for w in cfg.board_warnings() {
+        log::warn!("{w}");
+    }
     let opened = open_source_parts(cfg)?;
     let source = opened.source;
     log::info!("source: {}", source.describe());

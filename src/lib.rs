@@ -9,6 +9,7 @@
 pub mod asr;
 pub mod audio;
 pub mod bench;
+pub mod boards;
 pub mod config;
 pub mod context;
 pub mod daemon;

@@ -323,6 +323,9 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let cfg = Config::load(&file).map_err(DaemonError::from)?;
             // What `run` would refuse on this machine: files, secrets, models.
             sarcasmd::preflight::check(&cfg).map_err(DaemonError::from)?;
+            for w in cfg.board_warnings() {
+                eprintln!("warning: {}: {w}", file.display());
+            }
             println!("{}: ok", file.display());
             log::debug!("{cfg:#?}");
             Ok(0)

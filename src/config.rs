@@ -245,7 +245,7 @@ pub struct ContextConfig {
     /// How much recent audio, prosody and transcript the context store keeps.
     pub seconds: f32,
     /// Feed the previous transcripts within `seconds` to the text view. Off by default:
-    /// see README ("Context") for the measurement this follows.
+    /// see docs/accuracy.md ("Context") for the measurement this follows.
     pub text_uses_context: bool,
 }
 

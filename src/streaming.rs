@@ -17,7 +17,7 @@
 //!   committed text and the tentative rest; without captions they decode only in long
 //!   stretches.
 //!
-//! Measured on the espeak meeting (README): every commit costs accuracy with tiny.en,
+//! Measured on the espeak meeting (docs/streaming.md): every commit costs accuracy with tiny.en,
 //! whose token times are often a word late and which decodes short fragments badly
 //! (LocalAgreement commits at every 1 s step: 19-21 % WER against 11 % one-shot), so
 //! the thresholds keep commits rare and the speculative decode does the work. Decodes

@@ -234,7 +234,7 @@ def write_md(res, out):
               f"P(base better) = {bs['p_better']:.2f}.", ""]
     L += ["## Latency (`sarcasmd bench samples/meeting.wav --runs 3`)", "",
           "End of speech -> event of the sample's last line (the bench counts one clip), medians "
-          "over the runs; CPU and peak RSS of the whole daemon. The README's bench (a 3-minute "
+          "over the runs; CPU and peak RSS of the whole daemon. The bench in docs/performance.md (a 3-minute "
           "meeting) gives the distribution.", "",
           "| Whisper | mode | p50 ms | p95 ms | CPU-s per audio-s | peak RSS MB |", "|---|---|---|---|---|---|"]
     for m, summary in res["bench"].items():

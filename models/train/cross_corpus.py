@@ -52,7 +52,7 @@ from train import (FUSION_FEATURE_VERSION, SEED, arg_parser, embed, fit_lr,  # n
 BOOT = 2000
 VIEWS = ("text", "audio", "video")
 CANDIDATES = {"T": ("text",), "T+A": ("text", "audio"), "T+V": ("text", "video"), "T+A+V": ("text", "audio", "video")}
-# Room priors the README reports precision and recall at: balanced (replay, eval) and the
+# Room priors docs/accuracy.md reports precision and recall at: balanced (replay, eval) and the
 # meeting-room profiles' setting.
 PRIORS = (0.5, 0.4, 0.3, 0.2)
 

@@ -67,7 +67,7 @@ pub enum VisionSourceConfig {
 pub struct VisionConfig {
     pub source: VisionSourceConfig,
     /// Frames analysed per second: the vision CPU budget (each costs ~15 ms on x86, see
-    /// README). Sources deliver up to 15 fps; the rest are skipped, not queued.
+    /// docs/performance.md). Sources deliver up to 15 fps; the rest are skipped, not queued.
     pub analyse_fps: f32,
     /// Frames between the source and the analyser. Full: the oldest frame is dropped
     /// (and counted), so the analyser always works on the newest.

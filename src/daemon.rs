@@ -2,6 +2,7 @@
 //! the stream, report. `sarcasmd run` and `sarcasmd replay` both end up here, and tests
 //! call it directly in a temp dir.
 
+use crate::lock::LockOrRecover;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -425,7 +426,7 @@ pub fn serve(
                                         "reload: {} is valid; restarting the stream with it",
                                         path.display()
                                     );
-                                    *next.lock().expect("reload slot") = Some(new);
+                                    *next.lock_or_recover() = Some(new);
                                     run_stop.store(true, Ordering::Relaxed);
                                     return;
                                 }
@@ -477,7 +478,7 @@ pub fn serve(
                 .applied
                 .fetch_add(1, Ordering::Relaxed);
         }
-        let pending = next.lock().expect("reload slot").take();
+        let pending = next.lock_or_recover().take();
         match pending {
             Some(new) if !stop.load(Ordering::Relaxed) => {
                 previous = Some(std::mem::replace(&mut cfg, new));

@@ -19,6 +19,7 @@ pub mod event;
 pub mod extras;
 pub mod file_kind;
 pub mod fusion;
+pub mod lock;
 pub mod manifest;
 pub mod metrics;
 pub mod models;

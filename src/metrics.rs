@@ -6,6 +6,7 @@
 //! counters, the SSE hub and the process (a collector), so a scrape always shows the
 //! live drop counts and queue depths without the pipeline knowing about Prometheus.
 
+use crate::lock::LockOrRecover;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -115,11 +116,11 @@ impl Metrics {
     }
 
     pub fn set_model_load_seconds(&self, s: f64) {
-        *self.live.model_load_s.lock().expect("metrics lock") = Some(s);
+        *self.live.model_load_s.lock_or_recover() = Some(s);
     }
 
     pub fn set_mqtt(&self, stats: MqttStats) {
-        *self.live.mqtt.lock().expect("metrics lock") = Some(stats);
+        *self.live.mqtt.lock_or_recover() = Some(stats);
     }
 
     pub fn observe_utterance(&self, ev: &UtteranceEvent) {
@@ -282,7 +283,7 @@ impl Collector for LiveCollector {
             .hub
             .get()
             .map_or((0, 0), |h| (h.lagged_events(), h.clients()));
-        let mqtt = self.mqtt.lock().expect("metrics lock").clone();
+        let mqtt = self.mqtt.lock_or_recover().clone();
         family(
             &mut enc,
             "dropped_events",
@@ -551,7 +552,7 @@ impl Collector for LiveCollector {
                 m.reconnect_attempts,
             )?;
         }
-        if let Some(s) = *self.model_load_s.lock().expect("metrics lock") {
+        if let Some(s) = *self.model_load_s.lock_or_recover() {
             gauge(
                 &mut enc,
                 "model_load_seconds",

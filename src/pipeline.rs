@@ -24,6 +24,7 @@
 //! the ladder in `crate::shed` (camera frame rate, smaller Whisper model, text view of
 //! long utterances), each step counted and given back once utterances are on time.
 
+use crate::lock::LockOrRecover;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -752,7 +753,7 @@ pub fn run_stream_av(
                             frames.clear();
                             frames_x.push(chunk, &mut frames);
                             {
-                                let mut c = seg_ctx.lock().expect("context lock");
+                                let mut c = seg_ctx.lock_or_recover();
                                 c.push_audio(chunk);
                                 c.push_frames(&frames);
                             }
@@ -821,7 +822,7 @@ pub fn run_stream_av(
                             // keeps its last frames.
                             frames.clear();
                             frames_x.finish(&mut frames);
-                            seg_ctx.lock().expect("context lock").push_frames(&frames);
+                            seg_ctx.lock_or_recover().push_frames(&frames);
                             events.clear();
                             endpointer.finish(&mut events);
                             for ev in events.drain(..) {
@@ -1226,7 +1227,7 @@ fn handle_endpoint(
             .fetch_add(1, Ordering::Relaxed);
     }
     let (audio_start, audio, frames) = {
-        let c = ctx.lock().expect("context lock");
+        let c = ctx.lock_or_recover();
         let (a0, audio) = c.audio_range(
             span.speech_start.saturating_sub(pre),
             span.speech_end + post,

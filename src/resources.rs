@@ -2,8 +2,9 @@
 
 /// CPU seconds (user + system) used by this process so far.
 pub fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage only writes into the struct we pass.
+    // SAFETY: rusage is plain integers and timevals: all zeroes is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes into the struct we pass, which outlives the call.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
         return 0.0;
     }
@@ -13,7 +14,9 @@ pub fn cpu_seconds() -> f64 {
 
 /// Peak resident set size in MB (Linux reports `ru_maxrss` in KiB).
 pub fn peak_rss_mb() -> f64 {
+    // SAFETY: rusage is plain integers and timevals: all zeroes is a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes into the struct we pass, which outlives the call.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
         return 0.0;
     }

@@ -269,7 +269,10 @@ fn sigterm_ends_the_process_in_bounded_time_when_nobody_reads_stdout() {
     // SAFETY: pipe2 fills the two descriptors, owned below.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
     let (read_end, write_end) =
+        // SAFETY: both descriptors were just opened by pipe2 and are owned nowhere else.
         unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: fcntl/write on the pipe's write end, which `write_end` keeps open; `junk`
+    // outlives each write.
     unsafe {
         libc::fcntl(fds[1], libc::F_SETPIPE_SZ, 4096);
         let flags = libc::fcntl(fds[1], libc::F_GETFL);

@@ -156,6 +156,7 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
     std::fs::write(&cfg_path, format!("{base}\n[fusion]\nthreshold = 7.0\n")).unwrap();
     notify.drain();
     let n_before = notify.seen.len();
+    // SAFETY: kill(2) on the daemon child this test started and has not reaped.
     unsafe { libc::kill(pid, libc::SIGHUP) };
     notify.wait_for("RELOADING=1", Duration::from_secs(5));
     let t0 = Instant::now();
@@ -194,6 +195,7 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
         ),
     )
     .unwrap();
+    // SAFETY: kill(2) on the daemon child this test started and has not reaped.
     unsafe { libc::kill(pid, libc::SIGHUP) };
     wait_until(
         "the preflight rejection in the log",
@@ -217,6 +219,7 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
         format!("{base}\n[http]\nenabled = true\nbind = \"127.0.0.1:{port}\"\n"),
     )
     .unwrap();
+    // SAFETY: kill(2) on the daemon child this test started and has not reaped.
     unsafe { libc::kill(pid, libc::SIGHUP) };
     wait_until(
         "the failed reload in the log",
@@ -247,6 +250,7 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
 
     // A valid change is applied: later events carry the new threshold.
     std::fs::write(&cfg_path, format!("{base}\n[fusion]\nthreshold = 0.93\n")).unwrap();
+    // SAFETY: kill(2) on the daemon child this test started and has not reaped.
     unsafe { libc::kill(pid, libc::SIGHUP) };
     wait_until(
         "an event with the reloaded threshold",
@@ -267,6 +271,7 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
 
     // SIGTERM while people are still talking: exit 0 quickly, every event whole.
     let t_term = Instant::now();
+    // SAFETY: kill(2) on the daemon child this test started and has not reaped.
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let status = loop {
         if let Some(st) = child.try_wait().unwrap() {

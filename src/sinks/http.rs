@@ -24,6 +24,7 @@
 //! oldest messages it had not read; the loss is counted (`sse_client_lagged`) and the
 //! client resynchronises from the next event. The sink thread never waits for a client.
 
+use crate::lock::LockOrRecover;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -286,7 +287,7 @@ impl Hub {
             data: json,
         });
         {
-            let mut r = self.recent.lock().expect("hub lock");
+            let mut r = self.recent.lock_or_recover();
             r.push_back(m.clone());
             while r.len() > self.replay_last {
                 r.pop_front();
@@ -321,7 +322,7 @@ impl Hub {
             id: None,
             data: json,
         });
-        *self.status.lock().expect("hub lock") = Some(m.clone());
+        *self.status.lock_or_recover() = Some(m.clone());
         let _ = self.tx.send(m);
     }
 
@@ -859,10 +860,10 @@ async fn events(
             .data(&hub.hello)
             .retry(Duration::from_millis(1000)),
     );
-    if let Some(s) = hub.status.lock().expect("hub lock").as_ref() {
+    if let Some(s) = hub.status.lock_or_recover().as_ref() {
         first.push_back(s.to_event());
     }
-    for m in hub.recent.lock().expect("hub lock").iter() {
+    for m in hub.recent.lock_or_recover().iter() {
         first.push_back(m.to_event());
     }
     struct S {

@@ -7,6 +7,7 @@
 //! beyond `analyse_fps` are skipped before the queue (`frames_skipped`): that is the
 //! CPU budget, not a loss.
 
+use crate::lock::LockOrRecover;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
@@ -90,7 +91,7 @@ impl VisionTimeline {
     }
 
     fn update(&self, f: impl FnOnce(&mut TimelineState)) {
-        let mut s = self.state.lock().expect("vision timeline lock");
+        let mut s = self.state.lock_or_recover();
         f(&mut s);
         drop(s);
         self.changed.notify_all();
@@ -123,7 +124,7 @@ impl VisionTimeline {
         halted: &AtomicBool,
     ) -> Vec<FrameObs> {
         let deadline = max_wait.map(|w| Instant::now() + w);
-        let mut s = self.state.lock().expect("vision timeline lock");
+        let mut s = self.state.lock_or_recover();
         while !s.ended && s.covered_s < end_s && !halted.load(Ordering::Relaxed) {
             // Short waits so `halted` is noticed without a notification.
             let mut step = Duration::from_millis(50);

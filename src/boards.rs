@@ -40,7 +40,9 @@ pub fn budget_warnings(
     if board.is_empty() {
         return vec![];
     }
-    let same_model = MEASURED.iter().filter(|m| m.board == board && m.model == model);
+    let same_model = MEASURED
+        .iter()
+        .filter(|m| m.board == board && m.model == model);
     let exact = same_model
         .clone()
         .find(|m| m.stream_step_ms == stream_step_ms && m.threads == threads);

@@ -420,7 +420,9 @@ impl Config {
                 "must be within 1..=1000 utterances",
             ));
         }
-        if !self.budget.board.is_empty() && !crate::boards::BOARDS.contains(&self.budget.board.as_str()) {
+        if !self.budget.board.is_empty()
+            && !crate::boards::BOARDS.contains(&self.budget.board.as_str())
+        {
             return Err(FieldError::new(
                 "budget.board",
                 format!("must be one of {:?} (or left out)", crate::boards::BOARDS),

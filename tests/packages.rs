@@ -78,10 +78,21 @@ fn release_packages_have_the_right_architecture_contents_and_depends() {
         // Every run-time library by its Debian package name (dpkg-shlibdeps), never with an
         // architecture qualifier (what cargo-deb writes when the :arm64 library is not
         // installed on the build machine).
-        for lib in ["libc6 (>= ", "libasound2 (>= ", "libstdc++6 (>= ", "alsa-utils"] {
-            assert!(depends.contains(lib), "{arch}: Depends lacks {lib}: {depends}");
+        for lib in [
+            "libc6 (>= ",
+            "libasound2 (>= ",
+            "libstdc++6 (>= ",
+            "alsa-utils",
+        ] {
+            assert!(
+                depends.contains(lib),
+                "{arch}: Depends lacks {lib}: {depends}"
+            );
         }
-        assert!(!depends.contains(':'), "{arch}: qualified Depends: {depends}");
+        assert!(
+            !depends.contains(':'),
+            "{arch}: qualified Depends: {depends}"
+        );
         // glibc no newer than Debian 12 / Raspberry Pi OS bookworm (2.36) and Ubuntu 22.04
         // (2.35, JetPack 6) have.
         let glibc = depends
@@ -129,7 +140,11 @@ fn release_packages_have_the_right_architecture_contents_and_depends() {
         );
         // The packaged binary runs: natively, or an arm64 one under qemu-user when present.
         let mut cmd = if arch == "arm64" && std::env::consts::ARCH != "aarch64" {
-            if Command::new("qemu-aarch64").arg("--version").output().is_err() {
+            if Command::new("qemu-aarch64")
+                .arg("--version")
+                .output()
+                .is_err()
+            {
                 eprintln!("arm64 binary not run: qemu-aarch64 not installed");
                 continue;
             }
@@ -149,7 +164,10 @@ fn release_packages_have_the_right_architecture_contents_and_depends() {
         };
         let out = cmd
             .arg("validate")
-            .arg(root.path().join("usr/share/sarcasmd/firmware-config/rpi4.toml"))
+            .arg(
+                root.path()
+                    .join("usr/share/sarcasmd/firmware-config/rpi4.toml"),
+            )
             .output()
             .unwrap();
         assert!(

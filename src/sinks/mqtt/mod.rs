@@ -1,0 +1,559 @@
+//! MQTT sink: one QoS 1 message per utterance on `<prefix>/<device>/event`, a retained
+//! `online`/`offline` status with a Last Will, and optional Home Assistant discovery.
+//!
+//! # Delivery model
+//! Events go into the sink's own bounded queue, not straight into rumqttc's request
+//! channel, and stay there until the broker acknowledges them (PubAck):
+//!
+//! * `publish_event` only appends to that queue and never blocks.
+//! * While connected, at most [`EVENT_WINDOW`] events are handed to rumqttc at a time;
+//!   each PubAck removes one and lets the next one go.
+//! * When the connection breaks, every event handed to rumqttc but not yet acknowledged
+//!   goes back to the front of the queue, in order, and is published again after the next
+//!   ConnAck. Delivery is therefore at-least-once: an event whose PubAck was lost with the
+//!   connection reaches subscribers twice. Consumers dedupe on the event `id`.
+//!
+//! Why not rumqttc's own retransmission: in rumqttc 0.25.1 `EventLoop::poll` calls
+//! `EventLoop::clean()` when the connection fails. That moves un-acked publishes
+//! (`MqttState::clean`) *and every request still in the channel* into `EventLoop::pending`.
+//! Then, on the next ConnAck, `pending.clear()` runs whenever `session_present` is false.
+//! That is every time with `clean_session = true`, and with `clean_session = false` also
+//! whenever the broker lost the session (a restart without persistence, or session
+//! expiry). Relying on it would silently drop whatever was in flight at the break, so we
+//! use `clean_session = true`, empty `pending` ourselves on every failure, and resend from
+//! our own queue. rumqttc still does all the MQTT protocol work: packet ids, PubAck
+//! matching, keep-alive and reconnecting.
+//!
+//! # What counts as published
+//! An event counts as `published` only once the broker acknowledged it (PubAck); written
+//! to the connection is only `sent`. Events written but unacknowledged when the
+//! connection closes count as `failed` (and are re-sent): MQTT 3.1.1 has no negative
+//! PubAck, so a broker that refuses a publish closes the connection instead (mosquitto
+//! does for a packet over its `max_packet_size`). A publish denied by a mosquitto ACL is
+//! acknowledged and dropped, which a 3.1.1 client cannot see. Stats messages are QoS 0
+//! and counted nowhere: without an acknowledgement, written is all that could be known.
+//!
+//! # Reconnecting
+//! A connection counts as healthy once it has stayed up [`HEALTHY_AFTER`]; only then is
+//! the backoff reset and the outage over (see [`Pacer`]). A broker that accepts and then
+//! drops us keeps one outage going: one WARN at its start, debug lines for the flaps, the
+//! backoff doubling up to `reconnect_max_ms`, and one INFO when it ends.
+//!
+//! # Full-queue policy
+//! `offline_queue` bounds every event not yet acknowledged: the queued ones plus the ones
+//! in flight. When the queue is full, the **oldest queued** event is dropped so the newest
+//! ones reach the fleet. If nothing is queued, because every held event is already in
+//! flight (only possible when `offline_queue <= EVENT_WINDOW`), the new event is dropped
+//! instead: an in-flight one may already be at the broker. Both cases count in
+//! `dropped_queue_full`.
+//!
+//! # Files
+//! This file: the sink's API and delivery state (queue, window, stats);
+//! `config.rs` the `[mqtt]` section and its checks; `connection.rs` the client thread
+//! (event loop, reconnect pacing, what each broker packet does to the state); `tls.rs`;
+//! `discovery.rs` (Home Assistant); `tests.rs`.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use log::{debug, info, warn};
+use rumqttc::{
+    Client, Connection, ConnectionError, Event, LastWill, MqttOptions, Outgoing, Packet, QoS,
+    TlsConfiguration, Transport,
+};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::config::FieldError;
+use crate::reconnect::{Backoff, BackoffPolicy};
+
+/// Closes in a row with the same event oldest unacknowledged before it is dropped.
+const MAX_CLOSES_UNACKED: u32 = 3;
+
+/// Events handed to rumqttc at once while connected. Kept below rumqttc's `inflight`
+/// (100) with room for the control messages, so rumqttc never stalls on flow control.
+pub const EVENT_WINDOW: usize = 64;
+/// Largest event or stats payload accepted. rumqttc treats a packet larger than its
+/// outgoing limit as a connection error, so one oversized event would otherwise bring
+/// down the connection again on every reconnect.
+pub const MAX_PAYLOAD_BYTES: usize = 256 * 1024;
+/// Room for the topic and headers on top of the payload.
+const MAX_PACKET_BYTES: usize = MAX_PAYLOAD_BYTES + 4 * 1024;
+/// rumqttc request channel size: the event window, the status/discovery/offline control
+/// messages and a few stats publishes. `try_publish` is never expected to find it full.
+const REQUEST_CHANNEL_CAP: usize = EVENT_WINDOW + 16;
+/// How long `Drop` (without `shutdown`) waits for pending acknowledgements.
+const DROP_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long `shutdown` waits for the client thread to exit once it has been told to stop.
+const JOIN_GRACE: Duration = Duration::from_millis(300);
+/// How long a connection must stay up to count as healthy. Only then does the backoff
+/// start again from `reconnect_min_ms` and the outage end: a broker that accepts us and
+/// then drops the connection (a publish it refuses, a proxy, a second client with our
+/// id) would otherwise be reconnected to every `reconnect_min_ms`, with a WARN each time.
+const HEALTHY_AFTER: Duration = Duration::from_secs(5);
+
+const STATUS_ONLINE: &str = "online";
+const STATUS_OFFLINE: &str = "offline";
+
+mod config;
+mod connection;
+mod discovery;
+#[cfg(test)]
+mod tests;
+mod tls;
+
+pub use config::*;
+use connection::*;
+pub use discovery::discovery_messages;
+pub use tls::rustls_config;
+
+#[derive(Debug, Error)]
+pub enum MqttError {
+    #[error("invalid MQTT configuration: `{}`: {}", .0.field, .0.reason)]
+    Config(FieldError),
+    #[error(
+        "mqtt.password_file: cannot read {path}: {source} (check the path and that the daemon \
+         user may read it, e.g. via systemd LoadCredential=)"
+    )]
+    PasswordFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("mqtt.password_file: {path} is empty; put the broker password in it")]
+    EmptyPasswordFile { path: PathBuf },
+    #[error(
+        "mqtt.tls.ca_file: cannot load CA certificates from {path}: {reason} (it must be a \
+         readable PEM file with at least one CERTIFICATE block)"
+    )]
+    CaFile { path: PathBuf, reason: String },
+    #[error(
+        "mqtt.tls.client_cert: cannot load the client certificate from {path}: {reason} (it must \
+         be a readable PEM file with the CERTIFICATE chain)"
+    )]
+    ClientCert { path: PathBuf, reason: String },
+    #[error(
+        "mqtt.tls.client_key: cannot load the private key from {path}: {reason} (it must be a \
+         readable PEM file with one PKCS#8, PKCS#1 or SEC1 private key)"
+    )]
+    ClientKey { path: PathBuf, reason: String },
+    #[error(
+        "mqtt.tls: TLS setup failed: {0} (check that client_cert and client_key belong together)"
+    )]
+    Tls(String),
+    #[error("cannot start the MQTT client thread: {0}")]
+    Thread(std::io::Error),
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MqttStats {
+    pub connected: bool,
+    /// Successful connects (ConnAcks), the first one included.
+    pub connects: u64,
+    /// Connect attempts after a failure (a lost connection or a failed connect),
+    /// successful or not.
+    pub reconnect_attempts: u64,
+    /// Event publishes written to the broker connection; a resend after a reconnect
+    /// counts again. Written is not delivered: see `published` and `failed`.
+    pub sent: u64,
+    /// Events the broker acknowledged (PubAck). Only these count as published.
+    pub published: u64,
+    /// Event publishes written but not acknowledged when the connection closed, e.g. a
+    /// broker that closes the connection on a publish it refuses. Each is re-sent after
+    /// reconnecting, so one event can count here more than once and then in `published`.
+    pub failed: u64,
+    /// Events dropped because `offline_queue` events were already held.
+    pub dropped_queue_full: u64,
+    /// Event payloads over [`MAX_PAYLOAD_BYTES`], dropped without being queued.
+    pub dropped_too_large: u64,
+    /// Events dropped after the broker closed the connection [`MAX_CLOSES_UNACKED`]
+    /// times in a row while each was the oldest unacknowledged one (a payload over the
+    /// broker's own `max_packet_size`, say): re-sending it for ever would block every
+    /// event queued behind it.
+    pub dropped_refused: u64,
+    /// Events held now: waiting for a connection or for their PubAck.
+    pub queued: u64,
+    pub last_error: Option<String>,
+}
+
+/// What a message handed to rumqttc was, so its PubAck can be attributed.
+#[derive(Debug)]
+enum Kind {
+    Event(Vec<u8>),
+    /// Online status and HA discovery: re-sent after every ConnAck anyway.
+    Control,
+    /// The retained "offline" of a graceful shutdown.
+    Offline,
+    /// QoS 0: done once written.
+    Stats,
+}
+
+#[derive(Debug)]
+struct Handed {
+    kind: Kind,
+    /// Set when rumqttc reports writing it (`Outgoing::Publish(pkid)`); 0 for QoS 0.
+    pkid: Option<u16>,
+}
+
+#[derive(Default)]
+struct State {
+    connected: bool,
+    /// `shutdown` started: no "online"/discovery after a ConnAck, "offline" instead.
+    shutting_down: bool,
+    /// The client thread must exit at the next chance instead of reconnecting.
+    stop: bool,
+    offline_acked: bool,
+    /// Events not yet handed to rumqttc, oldest first.
+    waiting: VecDeque<Vec<u8>>,
+    /// Messages handed to rumqttc in hand-off order. rumqttc writes requests from its
+    /// single channel in order (we keep `pending` empty), so `Outgoing::Publish` events
+    /// arrive in this order too.
+    handed: VecDeque<Handed>,
+    events_in_flight: usize,
+    stats: MqttStats,
+    /// A close with unacknowledged events was logged in the current outage.
+    unacked_close_logged: bool,
+    /// The oldest event that was unacknowledged at a close, and at how many closes in a
+    /// row it was; reset when any event is acknowledged.
+    suspect: Option<(Vec<u8>, u32)>,
+    overflow_logged: bool,
+    too_large_logged: bool,
+}
+
+impl State {
+    fn held(&self) -> usize {
+        self.waiting.len() + self.events_in_flight
+    }
+}
+
+struct Topics {
+    event: String,
+    stats: String,
+    status: String,
+    /// (topic, retained JSON) for HA discovery; empty when disabled.
+    discovery: Vec<(String, Vec<u8>)>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled on PubAck, connect state changes and stop.
+    cond: Condvar,
+    client: Client,
+    topics: Topics,
+    offline_queue: usize,
+    window: usize,
+    broker: String,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere must not turn every later publish into a panic.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands queued events to rumqttc while connected and the window has room.
+    /// Non-blocking: `try_publish` into a channel sized for the window.
+    fn pump(&self, st: &mut State) {
+        if !st.connected || st.stop {
+            return;
+        }
+        while st.events_in_flight < self.window {
+            let Some(payload) = st.waiting.pop_front() else {
+                break;
+            };
+            match self.client.try_publish(
+                self.topics.event.as_str(),
+                QoS::AtLeastOnce,
+                false,
+                payload.clone(),
+            ) {
+                Ok(()) => {
+                    st.handed.push_back(Handed {
+                        kind: Kind::Event(payload),
+                        pkid: None,
+                    });
+                    st.events_in_flight += 1;
+                }
+                Err(e) => {
+                    // Channel full (not expected with our sizing): retry on the next PubAck.
+                    debug!("mqtt: request channel busy ({e}); event stays queued");
+                    st.waiting.push_front(payload);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Publishes a non-event message and records it so its write/PubAck is attributed.
+    fn hand_control(
+        &self,
+        st: &mut State,
+        topic: &str,
+        qos: QoS,
+        retain: bool,
+        payload: Vec<u8>,
+        kind: Kind,
+    ) -> bool {
+        match self.client.try_publish(topic, qos, retain, payload) {
+            Ok(()) => {
+                st.handed.push_back(Handed { kind, pkid: None });
+                true
+            }
+            Err(e) => {
+                debug!("mqtt: could not queue message for {topic}: {e}");
+                false
+            }
+        }
+    }
+
+    fn snapshot(&self, st: &State) -> MqttStats {
+        let mut s = st.stats.clone();
+        s.connected = st.connected;
+        s.queued = st.held() as u64;
+        s
+    }
+}
+
+pub struct MqttSink {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    /// Disconnected when the client thread exits (its sender is dropped). crossbeam's
+    /// receiver is `Sync`, so the sink can be shared (`Arc`) with the stats thread.
+    exited: crossbeam_channel::Receiver<()>,
+}
+
+impl MqttSink {
+    /// Starts the client thread and returns at once. A broker that is down now is not an
+    /// error: the sink connects when it can. Errors only for bad local input.
+    pub fn start(cfg: &MqttConfig) -> Result<Self, MqttError> {
+        cfg.validate().map_err(MqttError::Config)?;
+        let device = cfg.device_id();
+        let topics = Topics {
+            event: cfg.topic("event"),
+            stats: cfg.topic("stats"),
+            status: cfg.topic("status"),
+            discovery: if cfg.ha_discovery {
+                discovery_messages(cfg)
+                    .into_iter()
+                    .map(|(t, v)| (t, serde_json::to_vec(&v).expect("JSON value serialises")))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+        };
+
+        let mut opts = MqttOptions::new(cfg.client_id(), cfg.host.trim(), cfg.port);
+        opts.set_keep_alive(Duration::from_secs(cfg.keep_alive_s.into()))
+            // See the module doc: our own queue resends; a stale broker session would
+            // only add a second copy of the same messages.
+            .set_clean_session(true)
+            .set_max_packet_size(10 * 1024, MAX_PACKET_BYTES)
+            .set_last_will(LastWill::new(
+                topics.status.as_str(),
+                STATUS_OFFLINE,
+                QoS::AtLeastOnce,
+                true,
+            ));
+        if let Some(user) = &cfg.username {
+            let password = match (&cfg.password, &cfg.password_file) {
+                (Some(p), _) => p.clone(),
+                (None, Some(path)) => read_password_file(path)?,
+                (None, None) => String::new(),
+            };
+            opts.set_credentials(user.as_str(), password);
+        }
+        if let Some(tls) = &cfg.tls {
+            let tls_cfg = rustls_config(tls)?;
+            opts.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(
+                Arc::new(tls_cfg),
+            )));
+        }
+
+        let (client, connection) = Client::new(opts, REQUEST_CHANNEL_CAP);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            cond: Condvar::new(),
+            client,
+            topics,
+            offline_queue: cfg.offline_queue,
+            window: EVENT_WINDOW.min(cfg.offline_queue),
+            broker: format!("{}:{}", cfg.host.trim(), cfg.port),
+        });
+        let backoff = (
+            Duration::from_millis(cfg.reconnect_min_ms.into()),
+            Duration::from_millis(cfg.reconnect_max_ms.into()),
+        );
+        let (exit_tx, exited) = crossbeam_channel::bounded::<()>(1);
+        let thread_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("mqtt-sink".into())
+            .spawn(move || {
+                let _exit = exit_tx; // dropped when this thread ends, however it ends
+                run_connection(&thread_shared, connection, backoff);
+            })
+            .map_err(MqttError::Thread)?;
+        info!(
+            "mqtt: publishing to {} on {} (device {device})",
+            shared.topics.event, shared.broker
+        );
+        Ok(Self {
+            shared,
+            thread: Some(thread),
+            exited,
+        })
+    }
+
+    /// Queues one event for `<prefix>/<device>/event` (QoS 1, not retained). Never blocks.
+    /// When `offline_queue` events are already held, the oldest queued one is dropped (see
+    /// the module doc for the exact policy) and counted in `dropped_queue_full`.
+    pub fn publish_event(&self, payload_json: &[u8]) {
+        let sh = &self.shared;
+        let mut st = sh.lock();
+        if payload_json.len() > MAX_PAYLOAD_BYTES {
+            st.stats.dropped_too_large += 1;
+            if !st.too_large_logged {
+                st.too_large_logged = true;
+                warn!(
+                    "mqtt: dropping a {} byte event (limit {MAX_PAYLOAD_BYTES}); further ones are \
+                     only counted in dropped_too_large",
+                    payload_json.len()
+                );
+            }
+            return;
+        }
+        if st.held() >= sh.offline_queue {
+            st.stats.dropped_queue_full += 1;
+            if !st.overflow_logged {
+                st.overflow_logged = true;
+                warn!(
+                    "mqtt: offline queue full ({} events): dropping the oldest; further drops are \
+                     only counted in dropped_queue_full",
+                    sh.offline_queue
+                );
+            }
+            if st.waiting.pop_front().is_none() {
+                // Everything held is already in flight: keep those, drop this one.
+                return;
+            }
+        }
+        st.waiting.push_back(payload_json.to_vec());
+        sh.pump(&mut st);
+    }
+
+    /// Publishes caller-supplied JSON on `<prefix>/<device>/stats`, QoS 0, not retained.
+    /// QoS 0 because each stats message supersedes the previous one: while disconnected
+    /// it is dropped rather than taking room in the event queue.
+    pub fn publish_stats(&self, payload_json: &[u8]) {
+        let sh = &self.shared;
+        let mut st = sh.lock();
+        if !st.connected || st.stop || payload_json.len() > MAX_PAYLOAD_BYTES {
+            return;
+        }
+        sh.hand_control(
+            &mut st,
+            &sh.topics.stats,
+            QoS::AtMostOnce,
+            false,
+            payload_json.to_vec(),
+            Kind::Stats,
+        );
+    }
+
+    pub fn stats(&self) -> MqttStats {
+        let st = self.shared.lock();
+        self.shared.snapshot(&st)
+    }
+
+    /// Graceful stop: publishes the retained "offline" status, waits up to `timeout` until
+    /// every held event and that status are acknowledged, then disconnects. Returns after
+    /// about `timeout` at most (plus a short grace for the client thread), even if the
+    /// broker is unreachable. Events still held then are lost (counted in `queued`).
+    pub fn shutdown(mut self, timeout: Duration) -> MqttStats {
+        self.stop(timeout)
+    }
+
+    fn stop(&mut self, timeout: Duration) -> MqttStats {
+        let sh = Arc::clone(&self.shared);
+        let Some(thread) = self.thread.take() else {
+            return self.stats();
+        };
+        let deadline = Instant::now() + timeout;
+        let mut st = sh.lock();
+        st.shutting_down = true;
+        if st.connected {
+            let queued = sh.hand_control(
+                &mut st,
+                &sh.topics.status,
+                QoS::AtLeastOnce,
+                true,
+                STATUS_OFFLINE.into(),
+                Kind::Offline,
+            );
+            // Without it we could only wait for the timeout; nothing to wait for then.
+            st.offline_acked = !queued;
+        }
+        // Else: the client thread publishes "offline" if it connects before the deadline.
+        loop {
+            if st.held() == 0 && st.offline_acked {
+                break;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            st = sh
+                .cond
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        let clean = st.held() == 0 && st.offline_acked;
+        st.stop = true;
+        let was_connected = st.connected;
+        let held = st.held();
+        drop(st);
+        sh.cond.notify_all();
+        if was_connected {
+            // Graceful DISCONNECT: the broker discards the will, hence the explicit "offline".
+            let _ = sh.client.try_disconnect();
+        }
+        match self.exited.recv_timeout(JOIN_GRACE) {
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) | Ok(()) => {
+                let _ = thread.join();
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {
+                // Stuck in a connect attempt (rumqttc times those out after 5 s); it exits on
+                // its own once that ends. Detach rather than hang the daemon's shutdown.
+                warn!(
+                    "mqtt: client thread still busy after shutdown; leaving it to exit on its own"
+                );
+            }
+        }
+        if !clean {
+            warn!(
+                "mqtt: shutdown after {timeout:?} with {held} event(s) unacknowledged{}",
+                if was_connected {
+                    ""
+                } else {
+                    " (broker unreachable)"
+                }
+            );
+        }
+        let st = sh.lock();
+        let mut stats = sh.snapshot(&st);
+        stats.connected = false;
+        stats
+    }
+}
+
+impl Drop for MqttSink {
+    /// Same as `shutdown` with a short timeout, so a retained "offline" is still published
+    /// when possible and dropping never hangs.
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.stop(DROP_TIMEOUT);
+        }
+    }
+}

@@ -26,7 +26,54 @@ pub struct Measured {
     pub source: &'static str,
 }
 
-pub const MEASURED: &[Measured] = &[];
+pub const MEASURED: &[Measured] = &[
+    // firmware-config/rpi5.toml as shipped (base-q8_0, 1 thread, interim captions every
+    // 1.5 s): 310 events, p50 1164 ms, max 2543 ms, 0 audio drops, drained 1.1 s after the
+    // input ended, 0.48 CPU-s per audio-s of the 0.99-CPU quota, peak RSS 405 MB.
+    Measured {
+        board: "rpi5",
+        model: "base-q8_0",
+        stream_step_ms: 1000,
+        threads: 1,
+        latency_p95_ms: 2016,
+        kept_up: true,
+        source: "emulated Pi 5, 30-min live meeting, 2026-11-25, docs/boards.md",
+    },
+    // The same profile with 2 threads (3-min live meeting): p95 5014 ms, 26 of 32 events
+    // over 2500 ms, 0.78 CPU-s per audio-s; it kept up, but late.
+    Measured {
+        board: "rpi5",
+        model: "base-q8_0",
+        stream_step_ms: 1000,
+        threads: 2,
+        latency_p95_ms: 5014,
+        kept_up: true,
+        source: "emulated Pi 5, 3-min live meeting, 2026-11-24, docs/boards.md",
+    },
+    // firmware-config/rpi4.toml as shipped (tiny.en-q8_0, 1 thread, a streaming step every
+    // 2 s, no camera): 237 events, p50 1122 ms, max 4623 ms, 0 audio drops, drained 2.0 s
+    // after the input ended, 0.07 CPU-s per audio-s of the 0.16-CPU quota, peak RSS 257 MB.
+    Measured {
+        board: "rpi4",
+        model: "tiny.en-q8_0",
+        stream_step_ms: 2000,
+        threads: 1,
+        latency_p95_ms: 2224,
+        kept_up: true,
+        source: "emulated Pi 4, 30-min live meeting, 2026-11-25, docs/boards.md",
+    },
+    // The Pi 4 profile as it was (2 threads, a step every 1 s), camera off: the daemon
+    // fell behind at once (bench over a 3-min meeting at 1x: p95 40.8 s).
+    Measured {
+        board: "rpi4",
+        model: "tiny.en-q8_0",
+        stream_step_ms: 1000,
+        threads: 2,
+        latency_p95_ms: 40_800,
+        kept_up: false,
+        source: "emulated Pi 4, 3-min bench, 2026-11-24, docs/boards.md",
+    },
+];
 
 /// Warnings for a profile written for `board` (empty: none). `stream_step_ms` and
 /// `threads` are the profile's `asr` settings; `event_latency_ms` its budget (0 = none).

@@ -100,6 +100,8 @@ def run_board(a, board, host_ms, bench_dir, meet_dir, res):
     with open(os.path.join(w, "soak.log"), "w") as lf:
         p = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT)
     r["soak_exit"] = p.returncode
+    if p.returncode != 0:
+        log(board, f"live meeting failed (exit {p.returncode}):", open(os.path.join(w, "soak.log")).read()[-400:])
     st, cg = cpu_stat(name)
     r["cpu_stat"] = st
     if cg:
@@ -123,11 +125,19 @@ def run_board(a, board, host_ms, bench_dir, meet_dir, res):
     log(board, "done")
 
 
+def shed_taken(shed):
+    """Ladder steps taken (the ladder is the profile's `shed.steps`; level 0 = none taken)."""
+    if not shed:
+        return "-"
+    taken = [f"{k[:-6]} x{v}" for k, v in sorted(shed.items()) if k.endswith("_taken") and v]
+    return ", ".join(taken) if taken else f"none of [{', '.join(shed.get('steps', []))}]"
+
+
 def table(res, host_ms, a):
     L = [f"Host: whisper.cpp encoder bench (tiny.en f16, 30 s window) {host_ms} ms with {os.cpu_count()} cores; "
          f"espeak-ng meetings: bench {a.bench_minutes} min, live {a.minutes} min; {time.strftime('%Y-%m-%d')}.", "",
          "| board (profile) | quota | bench p50 / p95 end of speech -> flag (ms) | live: events | live p50 / p95 / max (ms) | "
-         "budget (ms) | over budget | audio drops | other drops | shedding steps | text shed | drain after input (s) | "
+         "budget (ms) | over budget | audio drops | other drops | shedding steps taken | text shed | drain after input (s) | "
          "CPU s per audio s | peak RSS (MB) | throttled periods |", "|" + "---|" * 15]
     for b, r in res.items():
         q = subprocess.run(emulate(b, host_ms, "--print")[:-1], capture_output=True, text=True).stderr.strip()
@@ -146,7 +156,7 @@ def table(res, host_ms, a):
                  f"{fmt(lat.get('p50'))} / {fmt(lat.get('p95'))} / {fmt(lat.get('max'))} | {r.get('budget_ms', '-')} | "
                  f"{st.get('budget_violations', '-')} | {drops.get('ring_samples', '-')} | "
                  f"{sum(v for k, v in drops.items() if k != 'ring_samples') if drops else '-'} | "
-                 f"{', '.join(shed.get('steps', [])) or 'none'} (max level {shed.get('max_level', '-')}) | {ev.get('text_shed', '-')} | "
+                 f"{shed_taken(shed)}; streaming steps shed {(st.get('streaming') or {}).get('steps_shed', '-')}, skipped busy {(st.get('streaming') or {}).get('steps_skipped_busy', '-')} | {ev.get('text_shed', '-')} | "
                  f"{sm.get('timing', {}).get('drain_after_eof_s', '-')} | {sm.get('timing', {}).get('cpu_s_per_audio_s', '-')} | "
                  f"{st.get('peak_rss_mb', 0):.0f} | {cs.get('nr_throttled', '-')} of {cs.get('nr_periods', '-')} |")
     return "\n".join(L) + "\n"
@@ -165,6 +175,11 @@ def main():
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("board_emulation: needs root (cgroup CPU quotas)")
+    missing = [t for t in ("espeak-ng", "ffmpeg", "sox") if shutil.which(t) is None]
+    if missing:  # found out only after a 3-minute bench otherwise (soak.py needs ffmpeg)
+        sys.exit(f"board_emulation: {', '.join(missing)} not found: sudo bash scripts/install-system-deps.sh")
+    if not os.access(a.bin, os.X_OK):
+        sys.exit(f"board_emulation: {a.bin} is not an executable (cargo build --release, or --bin)")
     os.makedirs(a.out, exist_ok=True)
     boards = a.boards.split(",")
     host_ms = a.host_encode_ms

@@ -153,12 +153,13 @@ for s in postinst prerm postrm; do
     fi
 done
 # The shipped config and profiles, validated by the packaged binary (an arm64 one under
-# qemu-user when this is not an arm64 machine and qemu-aarch64 is installed).
+# qemu-user as a Pi 4's Cortex-A72 when this is not an arm64 machine and qemu-aarch64 is
+# installed).
 pkgbin="$check/root/usr/bin/sarcasmd"
 run=()
 if file -b "$pkgbin" | grep -q 'ARM aarch64' && [ "$(uname -m)" != aarch64 ] \
         && command -v qemu-aarch64 >/dev/null && [ -d /usr/aarch64-linux-gnu ]; then
-    run=(qemu-aarch64 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib)
+    run=(qemu-aarch64 -cpu cortex-a72 -L /usr/aarch64-linux-gnu -E LD_LIBRARY_PATH=/usr/aarch64-linux-gnu/lib)
 fi
 if ${run[@]+"${run[@]}"} "$pkgbin" --version >/dev/null 2>&1; then
     ${run[@]+"${run[@]}"} "$pkgbin" validate "$check/root/etc/sarcasmd/sarcasmd.toml" || status=1

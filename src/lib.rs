@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod models;
 pub mod onnx;
 pub mod pipeline;
+pub mod plot;
 pub mod preflight;
 pub mod prosody;
 pub mod reconnect;

@@ -27,6 +27,7 @@ pub mod plot;
 pub mod preflight;
 pub mod prosody;
 pub mod reconnect;
+pub mod report;
 pub mod resources;
 pub mod secret_file;
 pub mod segment;

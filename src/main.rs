@@ -164,6 +164,19 @@ enum Cmd {
         #[command(subcommand)]
         cmd: PlotCmd,
     },
+    /// One self-contained HTML page of a recorded meeting from its events (JSON lines):
+    /// timeline coloured by p_sarcastic with each view's score on hover, the transcript
+    /// with flagged lines marked, gaps and drops, and the latency summary. Opens offline.
+    Report {
+        /// The event stream (`sarcasmd replay ... > events.jsonl`, or `output.events`).
+        events: PathBuf,
+        /// The HTML file to write.
+        #[arg(short, long)]
+        out: PathBuf,
+        /// `replay --stats` summary of the same run: adds its drop counters by reason.
+        #[arg(long)]
+        stats: Option<PathBuf>,
+    },
     /// Sentence embeddings by the daemon's text encoder, for training text heads.
     /// Input: a manifest (docs/manifest.md); an item without text embeds "".
     Embed {
@@ -359,6 +372,19 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             },
         ),
         Cmd::Plot { cmd } => plot_cmd(cmd),
+        Cmd::Report { events, out, stats } => {
+            let meeting = sarcasmd::report::Meeting::load(&events, stats.as_deref())?;
+            sarcasmd::report::write(&meeting, &out)?;
+            log::info!(
+                "{}: {} utterances ({} flagged), {} gaps -> {}",
+                events.display(),
+                meeting.utterances.len(),
+                meeting.flagged(),
+                meeting.gaps.len(),
+                out.display()
+            );
+            Ok(0)
+        }
         Cmd::Validate { file } => {
             let cfg = Config::load(&file).map_err(DaemonError::from)?;
             // What `run` would refuse on this machine: files, secrets, models.

@@ -11,7 +11,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::Deserialize;
 
-use super::{draw_err, file_label, read_json, series_colour, PlotError};
+use super::{draw_err, file_label, read_json, series_colour, Legend, Mark, PlotError};
 use crate::bench::{BenchReport, Percentiles};
 
 /// Stages in the order an utterance passes them after its speech ends: the stack
@@ -207,8 +207,63 @@ fn style_of(series: &[BenchSeries], i: usize) -> (RGBColor, bool) {
     }
 }
 
-const PICTURE_PX: (u32, u32) = (1200, 520);
+const PICTURE_PX: (u32, u32) = (1200, 620);
 const FONT: &str = "sans-serif";
+/// Where legend entries start: under the y axis labels.
+const LEGEND_LEFT_PX: i32 = 64;
+
+fn cdf_legend(series: &[BenchSeries]) -> Legend {
+    let mut l = Vec::new();
+    for (i, s) in series.iter().enumerate() {
+        if s.latencies_ms.is_empty() {
+            continue;
+        }
+        let (colour, dashed) = style_of(series, i);
+        let p = s.percentiles();
+        let label = format!(
+            "{}: p50 {:.0} ms, p95 {:.0} ms ({} clips x {} runs{})",
+            s.name(),
+            p.p50,
+            p.p95,
+            s.clips_total() / s.runs.max(1),
+            s.runs,
+            if s.clips_without_event > 0 {
+                format!(", {} without event", s.clips_without_event)
+            } else {
+                String::new()
+            }
+        );
+        l.push((
+            label,
+            colour,
+            if dashed { Mark::Dashed } else { Mark::Line },
+        ));
+    }
+    Legend(l)
+}
+
+/// Every stage any series has, in stack order.
+fn stage_names(series: &[BenchSeries]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for s in series {
+        for (k, _) in s.layers() {
+            if !names.contains(&k) {
+                names.push(k);
+            }
+        }
+    }
+    names
+}
+
+fn stage_legend(series: &[BenchSeries]) -> Legend {
+    Legend(
+        stage_names(series)
+            .into_iter()
+            .enumerate()
+            .map(|(k, name)| (name, STAGE_RGB[k % STAGE_RGB.len()], Mark::Box))
+            .collect(),
+    )
+}
 
 /// The picture as an SVG document.
 pub fn render_svg(series: &[BenchSeries], title: &str) -> Result<String, PlotError> {
@@ -222,9 +277,16 @@ pub fn render_svg(series: &[BenchSeries], title: &str) -> Result<String, PlotErr
         let root = SVGBackend::with_string(&mut svg, PICTURE_PX).into_drawing_area();
         root.fill(&WHITE).map_err(draw_err)?;
         let root = root.titled(title, (FONT, 20)).map_err(draw_err)?;
-        let (left, right) = root.split_horizontally(PICTURE_PX.0 * 3 / 5);
+        let (cdf, stages) = (cdf_legend(series), stage_legend(series));
+        let strip_px = cdf.height_px().max(stages.height_px());
+        let (charts, legends) = root.split_vertically(root.dim_in_pixel().1 - strip_px);
+        let split_px = PICTURE_PX.0 * 3 / 5;
+        let (left, right) = charts.split_horizontally(split_px);
         draw_cdf(&left, series)?;
         draw_stages(&right, series)?;
+        let (l_left, l_right) = legends.split_horizontally(split_px);
+        cdf.draw(&l_left, LEGEND_LEFT_PX)?;
+        stages.draw(&l_right, LEGEND_LEFT_PX)?;
         root.present().map_err(draw_err)?;
     }
     Ok(svg)
@@ -268,32 +330,16 @@ where
         }
         let (colour, dashed) = style_of(series, i);
         let p = s.percentiles();
-        let legend = format!(
-            "{}: p50 {:.0} ms, p95 {:.0} ms ({} clips x {} runs{})",
-            s.name(),
-            p.p50,
-            p.p95,
-            s.clips_total() / s.runs.max(1),
-            s.runs,
-            if s.clips_without_event > 0 {
-                format!(", {} without event", s.clips_without_event)
-            } else {
-                String::new()
-            }
-        );
         let style = colour.stroke_width(2);
-        let anno = if dashed {
+        if dashed {
             chart
                 .draw_series(DashedLineSeries::new(s.cdf_points(), 8, 5, style))
-                .map_err(draw_err)?
+                .map_err(draw_err)?;
         } else {
             chart
                 .draw_series(LineSeries::new(s.cdf_points(), style))
-                .map_err(draw_err)?
-        };
-        anno.label(legend).legend(move |(x, y)| {
-            PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(2))
-        });
+                .map_err(draw_err)?;
+        }
         for (name, at) in [("p50", p.p50), ("p95", p.p95)] {
             let h = s.share_within(at);
             chart
@@ -318,14 +364,6 @@ where
                 .map_err(draw_err)?;
         }
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FONT, 12))
-        .background_style(WHITE.mix(0.9))
-        .border_style(RGBColor(160, 160, 160))
-        .draw()
-        .map_err(draw_err)?;
     Ok(())
 }
 
@@ -337,14 +375,7 @@ where
     DB::ErrorType: 'static,
 {
     let stacks: Vec<Vec<(String, f64)>> = series.iter().map(BenchSeries::layers).collect();
-    let mut stage_names: Vec<String> = Vec::new();
-    for st in &stacks {
-        for (k, _) in st {
-            if !stage_names.contains(k) {
-                stage_names.push(k.clone());
-            }
-        }
-    }
+    let stage_names = stage_names(series);
     let y_max = stacks
         .iter()
         .map(|st| st.iter().map(|(_, v)| v).sum::<f64>())
@@ -403,11 +434,7 @@ where
                 Some(r)
             })
             .collect();
-        chart
-            .draw_series(bars)
-            .map_err(draw_err)?
-            .label(stage.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.filled()));
+        chart.draw_series(bars).map_err(draw_err)?;
     }
     for (i, st) in stacks.iter().enumerate() {
         let sum: f64 = st.iter().map(|(_, v)| v).sum();
@@ -422,14 +449,6 @@ where
             )))
             .map_err(draw_err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .label_font((FONT, 12))
-        .background_style(WHITE.mix(0.9))
-        .border_style(RGBColor(160, 160, 160))
-        .draw()
-        .map_err(draw_err)?;
     Ok(())
 }
 

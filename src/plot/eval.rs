@@ -9,7 +9,7 @@ use std::path::Path;
 use plotters::prelude::*;
 use serde::Deserialize;
 
-use super::{draw_err, read_json, series_colour, PlotError};
+use super::{draw_err, read_json, series_colour, Legend, Mark, PlotError};
 use crate::eval::metrics::{expected_calibration_error, roc_auc};
 use crate::eval::{EvalReport, ECE_BINS};
 
@@ -28,6 +28,17 @@ struct EvalJson {
     manifest: String,
     text_from: String,
     items: Vec<ItemJson>,
+    #[serde(default)]
+    rows: Vec<RowJson>,
+}
+
+/// A table row, for how many of its items a head had seen in training.
+#[derive(Debug, Deserialize)]
+struct RowJson {
+    views: String,
+    context_s: Option<f64>,
+    subset: String,
+    seen_in_training: Option<usize>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -42,6 +53,9 @@ pub struct ScoredView {
     pub name: String,
     pub labels: Vec<bool>,
     pub p: Vec<f64>,
+    /// Items whose text a head of this view was trained on (eval's check): the curve
+    /// is then partly in-sample. `None` when the heads do not record it.
+    pub seen_in_training: Option<usize>,
 }
 
 impl ScoredView {
@@ -132,10 +146,16 @@ pub fn picture_from_json(v: serde_json::Value) -> Result<EvalPicture, serde_json
                 .iter()
                 .filter_map(|it| Some((it.label?, *it.p.get(key)?)))
                 .unzip();
+            let seen_in_training = doc
+                .rows
+                .iter()
+                .find(|r| r.views == key && r.context_s.is_none() && r.subset == "all")
+                .and_then(|r| r.seen_in_training);
             ScoredView {
                 name: name.to_string(),
                 labels,
                 p,
+                seen_in_training,
             }
         })
         .filter(|v| !v.labels.is_empty())
@@ -173,7 +193,65 @@ pub fn load(path: &Path) -> Result<EvalPicture, PlotError> {
     })
 }
 
-const PICTURE_PX: (u32, u32) = (1200, 560);
+const PICTURE_PX: (u32, u32) = (1200, 660);
+/// Where legend entries start: under the y axis labels.
+const LEGEND_LEFT_PX: i32 = 64;
+
+fn in_sample_note(v: &ScoredView) -> String {
+    match v.seen_in_training {
+        Some(k) if k > 0 => format!(", {k} seen in training: in-sample"),
+        _ => String::new(),
+    }
+}
+
+fn roc_legend(pic: &EvalPicture) -> Legend {
+    let mut l = vec![(
+        "random or majority guess (AUC 0.50)".to_string(),
+        grey(),
+        Mark::Dashed,
+    )];
+    for (i, v) in pic.views.iter().enumerate() {
+        if v.roc_points().is_empty() {
+            continue;
+        }
+        l.push((
+            format!(
+                "{}: AUC {} (n {}{})",
+                v.name,
+                v.auc().map_or("-".into(), |a| format!("{a:.2}")),
+                v.labels.len(),
+                in_sample_note(v)
+            ),
+            series_colour(i),
+            Mark::Line,
+        ));
+    }
+    Legend(l)
+}
+
+fn reliability_legend(pic: &EvalPicture) -> Legend {
+    let mut l = vec![
+        ("perfect calibration".to_string(), grey(), Mark::Dashed),
+        (
+            format!(
+                "class rate {:.2}: where a constant score sits (calibrated, uninformative)",
+                pic.class_rate
+            ),
+            RATE_RGB,
+            Mark::Dashed,
+        ),
+    ];
+    for (i, v) in pic.views.iter().enumerate() {
+        l.push((
+            format!("{}: ECE {:.3} (n {})", v.name, v.ece(), v.labels.len()),
+            series_colour(i),
+            Mark::Line,
+        ));
+    }
+    Legend(l)
+}
+
+const RATE_RGB: RGBColor = RGBColor(40, 40, 40);
 const FONT: &str = "sans-serif";
 
 pub fn render_svg(pic: &EvalPicture) -> Result<String, PlotError> {
@@ -197,9 +275,15 @@ pub fn render_svg(pic: &EvalPicture) -> Result<String, PlotError> {
                 (FONT, 18),
             )
             .map_err(draw_err)?;
-        let (left, right) = root.split_horizontally(PICTURE_PX.0 / 2);
+        let (roc, rel) = (roc_legend(pic), reliability_legend(pic));
+        let strip_px = roc.height_px().max(rel.height_px());
+        let (charts, legends) = root.split_vertically(root.dim_in_pixel().1 - strip_px);
+        let (left, right) = charts.split_horizontally(PICTURE_PX.0 / 2);
         draw_roc(&left, pic)?;
         draw_reliability(&right, pic)?;
+        let (l_left, l_right) = legends.split_horizontally(PICTURE_PX.0 / 2);
+        roc.draw(&l_left, LEGEND_LEFT_PX)?;
+        rel.draw(&l_right, LEGEND_LEFT_PX)?;
         root.present().map_err(draw_err)?;
     }
     Ok(svg)
@@ -265,37 +349,16 @@ where
             4,
             grey().stroke_width(1),
         ))
-        .map_err(draw_err)?
-        .label("random or majority guess (AUC 0.50)")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], grey().stroke_width(1)));
+        .map_err(draw_err)?;
     for (i, v) in pic.views.iter().enumerate() {
-        let colour = series_colour(i);
         let pts = v.roc_points();
         if pts.is_empty() {
             continue;
         }
-        let label = format!(
-            "{}: AUC {} (n {})",
-            v.name,
-            v.auc().map_or("-".into(), |a| format!("{a:.2}")),
-            v.labels.len()
-        );
         chart
-            .draw_series(LineSeries::new(pts, colour.stroke_width(2)))
-            .map_err(draw_err)?
-            .label(label)
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(2))
-            });
+            .draw_series(LineSeries::new(pts, series_colour(i).stroke_width(2)))
+            .map_err(draw_err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FONT, 12))
-        .background_style(WHITE.mix(0.9))
-        .border_style(RGBColor(160, 160, 160))
-        .draw()
-        .map_err(draw_err)?;
     Ok(())
 }
 
@@ -319,25 +382,16 @@ where
             4,
             grey().stroke_width(1),
         ))
-        .map_err(draw_err)?
-        .label("perfect calibration")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], grey().stroke_width(1)));
+        .map_err(draw_err)?;
     let rate = pic.class_rate;
-    let rate_colour = RGBColor(40, 40, 40);
     chart
         .draw_series(DashedLineSeries::new(
             vec![(0.0, rate), (1.0, rate)],
             2,
             4,
-            rate_colour.stroke_width(1),
+            RATE_RGB.stroke_width(1),
         ))
-        .map_err(draw_err)?
-        .label(format!(
-            "class rate {rate:.2} (a constant score: calibrated, uninformative)"
-        ))
-        .legend(move |(x, y)| {
-            PathElement::new(vec![(x, y), (x + 22, y)], rate_colour.stroke_width(1))
-        });
+        .map_err(draw_err)?;
     let most = pic
         .views
         .iter()
@@ -353,12 +407,8 @@ where
                 bins.iter().map(|&(p, y, _)| (p, y)),
                 colour.stroke_width(2),
             ))
-            .map_err(draw_err)?
-            .label(format!("{}: ECE {:.3}", v.name, v.ece()))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(2))
-            });
-        // Dot area proportional to the bin's items: a bin of 2 items says little.
+            .map_err(draw_err)?;
+        // Dot area grows with the bin's items: a bin of 2 items says little.
         chart
             .draw_series(bins.iter().map(|&(p, y, n)| {
                 let r = (3.0 + 7.0 * (n as f64 / most).sqrt()).round() as i32;
@@ -366,14 +416,6 @@ where
             }))
             .map_err(draw_err)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font((FONT, 12))
-        .background_style(WHITE.mix(0.9))
-        .border_style(RGBColor(160, 160, 160))
-        .draw()
-        .map_err(draw_err)?;
     Ok(())
 }
 
@@ -386,6 +428,7 @@ mod tests {
             name: "t".into(),
             labels: labels.to_vec(),
             p: p.to_vec(),
+            seen_in_training: None,
         }
     }
 
@@ -459,6 +502,11 @@ mod tests {
         ];
         let doc = serde_json::json!({
             "manifest": "/x/speech.jsonl", "text_from": "whisper", "items": items,
+            "rows": [
+                {"views": "A", "context_s": null, "subset": "all", "seen_in_training": 2},
+                {"views": "A", "context_s": 15.0, "subset": "all", "seen_in_training": 1},
+                {"views": "T", "context_s": null, "subset": "all", "seen_in_training": 0},
+            ],
         });
         let pic = picture_from_json(doc).unwrap();
         let names: Vec<&str> = pic.views.iter().map(|v| v.name.as_str()).collect();
@@ -471,13 +519,15 @@ mod tests {
         let svg = render_svg(&pic).unwrap();
         for needle in [
             "text: AUC 1.00 (n 3)",
-            "audio: AUC 0.00",
+            "audio: AUC 0.00 (n 2, 2 seen in training: in-sample)",
             "class rate 0.33",
             "ECE",
             "random or majority",
         ] {
             assert!(svg.contains(needle), "missing {needle:?}");
         }
+        // The text head saw none of these items: no in-sample note.
+        assert!(!svg.contains("text: AUC 1.00 (n 3, "));
     }
 
     #[test]

@@ -89,3 +89,69 @@ pub fn file_label(path: &Path) -> String {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| path.display().to_string())
 }
+
+/// How a legend entry shows its series.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Mark {
+    Line,
+    Dashed,
+    Box,
+}
+
+/// Legends go in a strip under their chart rather than on it: with several curves a
+/// legend inside the plot always covers some of the data.
+pub(crate) struct Legend(pub Vec<(String, RGBColor, Mark)>);
+
+pub(crate) const LEGEND_ROW_PX: u32 = 17;
+
+impl Legend {
+    /// Pixels the strip needs.
+    pub fn height_px(&self) -> u32 {
+        self.0.len() as u32 * LEGEND_ROW_PX + 10
+    }
+
+    pub fn draw<DB: plotters::prelude::DrawingBackend>(
+        &self,
+        area: &plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+        left_px: i32,
+    ) -> Result<(), PlotError>
+    where
+        DB::ErrorType: 'static,
+    {
+        use plotters::prelude::*;
+        for (k, (label, colour, mark)) in self.0.iter().enumerate() {
+            let y = 8 + k as i32 * LEGEND_ROW_PX as i32 + LEGEND_ROW_PX as i32 / 2;
+            let x = left_px;
+            match mark {
+                Mark::Line => area
+                    .draw(&PathElement::new(
+                        vec![(x, y), (x + 24, y)],
+                        colour.stroke_width(2),
+                    ))
+                    .map_err(draw_err)?,
+                Mark::Dashed => {
+                    for dx in [0, 10, 20] {
+                        area.draw(&PathElement::new(
+                            vec![(x + dx, y), (x + dx + 5, y)],
+                            colour.stroke_width(2),
+                        ))
+                        .map_err(draw_err)?;
+                    }
+                }
+                Mark::Box => area
+                    .draw(&Rectangle::new(
+                        [(x + 6, y - 5), (x + 18, y + 5)],
+                        colour.filled(),
+                    ))
+                    .map_err(draw_err)?,
+            }
+            area.draw(&Text::new(
+                label.clone(),
+                (x + 32, y - 7),
+                ("sans-serif", 12).into_font().color(&BLACK),
+            ))
+            .map_err(draw_err)?;
+        }
+        Ok(())
+    }
+}

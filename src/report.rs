@@ -456,10 +456,9 @@ fn timeline_svg(m: &Meeting) -> String {
     for row in 0..rows {
         for (k, (name, h)) in LANES.iter().enumerate() {
             let y = lane_y(row, k);
-            let _ = write!(
+            let _ = writeln!(
                 s,
-                r##"<text x="{:.0}" y="{:.1}" text-anchor="end">{name}</text><rect x="{LANE_LABEL_W}" y="{y:.1}" width="{PLOT_W}" height="{h}" fill="#fafafa"/>
-"##,
+                r##"<text x="{:.0}" y="{:.1}" text-anchor="end">{name}</text><rect x="{LANE_LABEL_W}" y="{y:.1}" width="{PLOT_W}" height="{h}" fill="#fafafa"/>"##,
                 LANE_LABEL_W - 6.0,
                 y + h / 2.0 + 4.0,
             );
@@ -471,11 +470,14 @@ fn timeline_svg(m: &Meeting) -> String {
             let at = row as f64 * row_s + t;
             let x = x_of(at, row);
             // The last label would be cut by the picture's edge if centred.
-            let anchor = if t + step > row_s + 1e-9 { "end" } else { "middle" };
-            let _ = write!(
+            let anchor = if t + step > row_s + 1e-9 {
+                "end"
+            } else {
+                "middle"
+            };
+            let _ = writeln!(
                 s,
-                r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#bbb"/><text x="{x:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>
-"##,
+                r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#bbb"/><text x="{x:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"##,
                 axis_y - 2.0,
                 axis_y + 2.0,
                 axis_y + 12.0,
@@ -495,10 +497,9 @@ fn timeline_svg(m: &Meeting) -> String {
         ));
         for (row, x0, x1) in pieces(g.start_s, g.end_s) {
             let y = lane_y(row, 0);
-            let _ = write!(
+            let _ = writeln!(
                 s,
-                r##"<rect class="gap" x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="url(#hatch)" data-tip="{tip}"><title>{tip}</title></rect>
-"##,
+                r##"<rect class="gap" x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="url(#hatch)" data-tip="{tip}"><title>{tip}</title></rect>"##,
                 (x1 - x0).max(2.0),
                 lanes_h - LANE_GAP,
             );
@@ -515,10 +516,9 @@ fn timeline_svg(m: &Meeting) -> String {
             } else {
                 ""
             };
-            let _ = write!(
+            let _ = writeln!(
                 s,
-                r##"<a href="#u-{id}"><rect class="utt{flagged}" data-id="{id}" x="{x0:.1}" y="{y:.1}" width="{w:.1}" height="{h}" fill="{fill}"{stroke} data-tip="{tip}"><title>{tip}</title></rect></a>
-"##,
+                r##"<a href="#u-{id}"><rect class="utt{flagged}" data-id="{id}" x="{x0:.1}" y="{y:.1}" width="{w:.1}" height="{h}" fill="{fill}"{stroke} data-tip="{tip}"><title>{tip}</title></rect></a>"##,
                 id = u.id,
                 fill = score_colour(u.p_sarcastic),
             );
@@ -531,10 +531,9 @@ fn timeline_svg(m: &Meeting) -> String {
                         r##" stroke="#ccc" stroke-dasharray="2 2""##.to_string(),
                     ),
                 };
-                let _ = write!(
+                let _ = writeln!(
                     s,
-                    r##"<rect class="view" data-view="{}" x="{x0:.1}" y="{y:.1}" width="{w:.1}" height="{h}" fill="{fill}"{extra} data-tip="{tip}"/>
-"##,
+                    r##"<rect class="view" data-view="{}" x="{x0:.1}" y="{y:.1}" width="{w:.1}" height="{h}" fill="{fill}"{extra} data-tip="{tip}"/>"##,
                     LANES[k].0,
                 );
             }
@@ -550,10 +549,9 @@ fn timeline_svg(m: &Meeting) -> String {
         let mid = (a + b) / 2.0;
         for (row, x, _) in pieces(mid, mid).into_iter().take(1) {
             let y = lane_y(row, 0);
-            let _ = write!(
+            let _ = writeln!(
                 s,
-                r##"<g class="drop" data-id="{id}" data-tip="{tip}"><title>{tip}</title><path d="M{:.1} {:.1} l6 -9 h-12 z" fill="#000"/><line x1="{x:.1}" y1="{y:.1}" x2="{x:.1}" y2="{:.1}" stroke="#000" stroke-width="1.5" stroke-dasharray="3 2"/></g>
-"##,
+                r##"<g class="drop" data-id="{id}" data-tip="{tip}"><title>{tip}</title><path d="M{:.1} {:.1} l6 -9 h-12 z" fill="#000"/><line x1="{x:.1}" y1="{y:.1}" x2="{x:.1}" y2="{:.1}" stroke="#000" stroke-width="1.5" stroke-dasharray="3 2"/></g>"##,
                 x,
                 y + 9.0,
                 y + LANES[0].1,
@@ -571,9 +569,9 @@ fn latency_section(m: &Meeting) -> String {
         s.push_str("<p>No utterance event, so no latency.</p></section>\n");
         return s;
     }
-    let _ = write!(
+    let _ = writeln!(
         s,
-        "<p id=\"latency-total\">p50 <b>{:.0} ms</b>, p95 <b>{:.0} ms</b>, max <b>{:.0} ms</b> over {} utterances (the events' <code>latency_ms.total</code>: the endpointer's hangover plus every stage).</p>\n",
+        "<p id=\"latency-total\">p50 <b>{:.0} ms</b>, p95 <b>{:.0} ms</b>, max <b>{:.0} ms</b> over {} utterances (the events' <code>latency_ms.total</code>: the endpointer's hangover plus every stage).</p>",
         total.p50, total.p95, total.max, total.n
     );
     s.push_str("<table class=\"stages\"><tr><th>stage</th><th>p50 ms</th><th>p95 ms</th><th>max ms</th></tr>\n");
@@ -774,9 +772,9 @@ pub fn render_html(m: &Meeting) -> String {
     let flagged = m.flagged();
     let total = m.latency("total");
     let mut body = String::new();
-    let _ = write!(
+    let _ = writeln!(
         body,
-        "<header><h1>Meeting report</h1><p class=\"meta\">{} &#183; {} of stream &#183; made by sarcasmd {}</p></header>\n",
+        "<header><h1>Meeting report</h1><p class=\"meta\">{} &#183; {} of stream &#183; made by sarcasmd {}</p></header>",
         escape(&m.name),
         clock(m.span_s()),
         env!("CARGO_PKG_VERSION"),

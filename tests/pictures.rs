@@ -112,7 +112,7 @@ fn bench_plot_draws_a_real_run_and_plot_bench_overlays_saved_ones() {
     let out = Command::new(bin())
         .args(["plot", "bench", "-o"])
         .arg(d.path().join("x.svg"))
-        .arg(&clips.join("turn1.txt"))
+        .arg(clips.join("turn1.txt"))
         .output()
         .unwrap();
     assert!(!out.status.success());

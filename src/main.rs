@@ -121,6 +121,10 @@ enum Cmd {
         no_baseline: bool,
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Draw the latency CDF per mode (p50/p95 marked) and the per-stage medians,
+        /// stacked, as SVG here (docs/pictures.md).
+        #[arg(long)]
+        plot: Option<PathBuf>,
     },
     /// Score a labelled manifest with the real pipeline and the served heads; print a
     /// MuSAG-style table (every view and combination, with and without context, baselines,
@@ -149,6 +153,29 @@ enum Cmd {
         /// Write the report with every row and every item's scores as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Draw ROC curves and a reliability diagram of each view and the served
+        /// fusion, with the baselines, as SVG here (docs/pictures.md).
+        #[arg(long)]
+        plot: Option<PathBuf>,
+    },
+    /// Draw saved `bench --json` / `eval --json` runs as SVG (several bench runs are
+    /// overlaid, e.g. two machines or two profiles).
+    Plot {
+        #[command(subcommand)]
+        cmd: PlotCmd,
+    },
+    /// One self-contained HTML page of a recorded meeting from its events (JSON lines):
+    /// timeline coloured by p_sarcastic with each view's score on hover, the transcript
+    /// with flagged lines marked, gaps and drops, and the latency summary. Opens offline.
+    Report {
+        /// The event stream (`sarcasmd replay ... > events.jsonl`, or `output.events`).
+        events: PathBuf,
+        /// The HTML file to write.
+        #[arg(short, long)]
+        out: PathBuf,
+        /// `replay --stats` summary of the same run: adds its drop counters by reason.
+        #[arg(long)]
+        stats: Option<PathBuf>,
     },
     /// Sentence embeddings by the daemon's text encoder, for training text heads.
     /// Input: a manifest (docs/manifest.md); an item without text embeds "".
@@ -161,6 +188,27 @@ enum Cmd {
         /// `sarcasmd eval` builds its context condition (0 = the text alone).
         #[arg(long, default_value_t = 0.0, value_parser = seconds_at_least_zero)]
         context_s: f32,
+    },
+}
+
+#[derive(Subcommand)]
+enum PlotCmd {
+    /// Latency CDFs and stage stacks of one or more `sarcasmd bench --json` files, each
+    /// labelled by its file name.
+    Bench {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[arg(short, long)]
+        out: PathBuf,
+        /// Title above the picture (default: the file names).
+        #[arg(long)]
+        title: Option<String>,
+    },
+    /// ROC curves and reliability diagram of a `sarcasmd eval --json` file.
+    Eval {
+        file: PathBuf,
+        #[arg(short, long)]
+        out: PathBuf,
     },
 }
 
@@ -310,6 +358,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             limit,
             no_baseline,
             json,
+            plot,
         } => bench(
             &input,
             config.as_deref(),
@@ -317,8 +366,25 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             gap_ms,
             limit,
             !no_baseline,
-            json.as_deref(),
+            BenchOutputs {
+                json: json.as_deref(),
+                plot: plot.as_deref(),
+            },
         ),
+        Cmd::Plot { cmd } => plot_cmd(cmd),
+        Cmd::Report { events, out, stats } => {
+            let meeting = sarcasmd::report::Meeting::load(&events, stats.as_deref())?;
+            sarcasmd::report::write(&meeting, &out)?;
+            log::info!(
+                "{}: {} utterances ({} flagged), {} gaps -> {}",
+                events.display(),
+                meeting.utterances.len(),
+                meeting.flagged(),
+                meeting.gaps.len(),
+                out.display()
+            );
+            Ok(0)
+        }
         Cmd::Validate { file } => {
             let cfg = Config::load(&file).map_err(DaemonError::from)?;
             // What `run` would refuse on this machine: files, secrets, models.
@@ -373,6 +439,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             split,
             limit,
             json,
+            plot,
         } => {
             let mut cfg = match config {
                 Some(p) => Config::load(&p).map_err(DaemonError::from)?,
@@ -396,9 +463,33 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 std::fs::write(&j, serde_json::to_string_pretty(&report)?)
                     .with_context(|| format!("writing {}", j.display()))?;
             }
+            if let Some(p) = plot {
+                let pic = sarcasmd::plot::eval::picture_of_report(&report)?;
+                sarcasmd::plot::write_svg(&p, &sarcasmd::plot::eval::render_svg(&pic)?)?;
+            }
             Ok(0)
         }
     }
+}
+
+fn plot_cmd(cmd: PlotCmd) -> anyhow::Result<i32> {
+    use sarcasmd::plot;
+    match cmd {
+        PlotCmd::Bench { files, out, title } => {
+            let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+            let series = plot::bench::load(&paths)?;
+            let title = title.unwrap_or_else(|| {
+                let names: Vec<String> = files.iter().map(|f| plot::file_label(f)).collect();
+                format!("sarcasmd bench: {}", names.join(" vs "))
+            });
+            plot::write_svg(&out, &plot::bench::render_svg(&series, &title)?)?;
+        }
+        PlotCmd::Eval { file, out } => {
+            let pic = plot::eval::load(&file)?;
+            plot::write_svg(&out, &plot::eval::render_svg(&pic)?)?;
+        }
+    }
+    Ok(0)
 }
 
 /// After SIGTERM or SIGINT the process ends within this time even when the graceful
@@ -554,6 +645,12 @@ struct FeatureUtt {
     vision: Option<Vec<f32>>,
 }
 
+/// Files `sarcasmd bench` writes besides its table.
+struct BenchOutputs<'a> {
+    json: Option<&'a Path>,
+    plot: Option<&'a Path>,
+}
+
 fn bench(
     input: &Path,
     config: Option<&Path>,
@@ -561,7 +658,7 @@ fn bench(
     gap_ms: u32,
     limit: Option<usize>,
     baseline: bool,
-    json: Option<&Path>,
+    out: BenchOutputs,
 ) -> anyhow::Result<i32> {
     let mut cfg = match config {
         Some(p) => Config::load(p).map_err(DaemonError::from)?,
@@ -579,9 +676,17 @@ fn bench(
     };
     let report = sarcasmd::bench::run(&engine, &cfg, &name, input, clips, &opts)?;
     print!("{}", sarcasmd::bench::table(&report));
-    if let Some(j) = json {
+    if let Some(j) = out.json {
         std::fs::write(j, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", j.display()))?;
+    }
+    if let Some(p) = out.plot {
+        let series = sarcasmd::plot::bench::series_of_report(&report)?;
+        let title = format!(
+            "sarcasmd bench: {} clips, {:.0} s, {}; {}",
+            report.clips, report.audio_s, report.config, report.cpu.model
+        );
+        sarcasmd::plot::write_svg(p, &sarcasmd::plot::bench::render_svg(&series, &title)?)?;
     }
     Ok(0)
 }

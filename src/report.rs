@@ -1,0 +1,1010 @@
+//! `sarcasmd report EVENTS.jsonl -o meeting.html`: one recorded meeting on one page.
+//!
+//! The page is a single self-contained HTML file (inline SVG, CSS and a few lines of
+//! JavaScript; no fonts, images or scripts from anywhere else), so it opens offline and
+//! can be mailed. It shows a timeline of the utterances coloured by `p_sarcastic` with
+//! a lane per view, the transcript with flagged lines marked, the intervals the source
+//! lost (`gap` events), the utterances that never reached the stream, and the run's
+//! latency summary.
+//!
+//! Everything that came from the events (transcripts, reasons, model names) is escaped
+//! before it is written: a transcript is text, never markup. A Content-Security-Policy
+//! that allows only this page's own script and style (by hash) backs that up: markup
+//! that slipped through could still not run a script or load anything.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use thiserror::Error;
+
+use crate::bench::Percentiles;
+
+#[derive(Debug, Error)]
+pub enum ReportError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}: not a JSON event: {source}")]
+    NotJson {
+        path: PathBuf,
+        line: usize,
+        source: serde_json::Error,
+    },
+    #[error(
+        "{path}:{line}: a `{kind}` event without the fields docs/events.md gives it: {source}"
+    )]
+    BadEvent {
+        path: PathBuf,
+        line: usize,
+        kind: &'static str,
+        source: serde_json::Error,
+    },
+    #[error("{path} is not a `replay --stats` summary: {source}")]
+    Stats {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The fields of an `utterance` event the page shows (docs/events.md).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Utterance {
+    pub id: u64,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub transcript: Option<String>,
+    /// Null when no view the fusion weighs had a score.
+    pub p_sarcastic: Option<f64>,
+    pub sarcastic: bool,
+    pub threshold: f64,
+    pub views: Views,
+    #[serde(default)]
+    pub latency_ms: BTreeMap<String, f64>,
+    #[serde(default)]
+    pub text_shed: bool,
+    #[serde(default)]
+    pub forced_split: bool,
+    #[serde(default)]
+    pub early_end: bool,
+    #[serde(default)]
+    pub revises: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Views {
+    pub text: Option<f64>,
+    pub audio: Option<f64>,
+    #[serde(default)]
+    pub video: Option<f64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Gap {
+    pub source: String,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub reason: String,
+}
+
+/// The parts of `sarcasmd replay --stats` the page shows: drop counters by reason and
+/// the audio length (the event stream itself carries no counters).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RunStats {
+    pub audio_s: f64,
+    pub wall_s: f64,
+    #[serde(default)]
+    pub dropped: BTreeMap<String, u64>,
+    #[serde(default)]
+    pub source_gaps: u64,
+    #[serde(default)]
+    pub source_gap_s: f64,
+    #[serde(default)]
+    pub budget_violations: u64,
+}
+
+/// A meeting as read from its event stream.
+#[derive(Debug, Clone, Default)]
+pub struct Meeting {
+    pub name: String,
+    /// Final utterances in stream order; an early-ended event that a later one revises
+    /// is replaced by it (as the overlay replaces the line).
+    pub utterances: Vec<Utterance>,
+    pub revised: usize,
+    pub gaps: Vec<Gap>,
+    /// Ids below the highest one seen that no event carries: the pipeline gives an
+    /// utterance its id before queueing it, so these were cut and then dropped (the
+    /// analysis queue of a live source was full). Drops after the last event cannot
+    /// be seen this way; `--stats` counts them all.
+    pub missing_ids: Vec<u64>,
+    pub partials: usize,
+    /// Lines of a type this page does not draw (named in the page).
+    pub other_types: BTreeMap<String, usize>,
+    pub stats: Option<RunStats>,
+}
+
+impl Meeting {
+    /// Parse an event stream (JSON lines; blank lines skipped).
+    pub fn parse(name: &str, path: &Path, text: &str) -> Result<Self, ReportError> {
+        let mut all: Vec<Utterance> = Vec::new();
+        let mut m = Meeting {
+            name: name.to_string(),
+            ..Default::default()
+        };
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let v: serde_json::Value =
+                serde_json::from_str(line).map_err(|source| ReportError::NotJson {
+                    path: path.to_path_buf(),
+                    line: i + 1,
+                    source,
+                })?;
+            let bad = |kind: &'static str| {
+                let path = path.to_path_buf();
+                move |source| ReportError::BadEvent {
+                    path,
+                    line: i + 1,
+                    kind,
+                    source,
+                }
+            };
+            let kind = v.get("type").and_then(|t| t.as_str()).map(str::to_owned);
+            match kind.as_deref() {
+                Some("utterance") => all.push(serde_json::from_value(v).map_err(bad("utterance"))?),
+                Some("gap") => m.gaps.push(serde_json::from_value(v).map_err(bad("gap"))?),
+                Some("partial") => m.partials += 1,
+                other => {
+                    *m.other_types
+                        .entry(other.unwrap_or("(no type)").to_string())
+                        .or_default() += 1
+                }
+            }
+        }
+        let seen: BTreeSet<u64> = all.iter().map(|u| u.id).collect();
+        if let Some(&max) = seen.last() {
+            m.missing_ids = (0..max).filter(|id| !seen.contains(id)).collect();
+        }
+        let revised: BTreeSet<u64> = all.iter().filter_map(|u| u.revises).collect();
+        m.revised = revised.len();
+        m.utterances = all
+            .into_iter()
+            .filter(|u| !revised.contains(&u.id))
+            .collect();
+        m.utterances.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+        m.gaps.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+        Ok(m)
+    }
+
+    pub fn load(events: &Path, stats: Option<&Path>) -> Result<Self, ReportError> {
+        let read = |p: &Path| {
+            std::fs::read_to_string(p).map_err(|source| ReportError::Read {
+                path: p.to_path_buf(),
+                source,
+            })
+        };
+        let name = events.file_name().map_or_else(
+            || events.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        let mut m = Self::parse(&name, events, &read(events)?)?;
+        if let Some(p) = stats {
+            m.stats =
+                Some(
+                    serde_json::from_str(&read(p)?).map_err(|source| ReportError::Stats {
+                        path: p.to_path_buf(),
+                        source,
+                    })?,
+                );
+        }
+        Ok(m)
+    }
+
+    /// Stream seconds the page spans: the last event, gap or (with stats) audio end.
+    pub fn span_s(&self) -> f64 {
+        let ends = self
+            .utterances
+            .iter()
+            .map(|u| u.end_s)
+            .chain(self.gaps.iter().map(|g| g.end_s))
+            .chain(self.stats.iter().map(|s| s.audio_s));
+        ends.fold(0.0, f64::max)
+    }
+
+    pub fn flagged(&self) -> usize {
+        self.utterances.iter().filter(|u| u.sarcastic).count()
+    }
+
+    /// End of speech -> event (`latency_ms.total`) over the utterances.
+    pub fn latency(&self, stage: &str) -> Percentiles {
+        Percentiles::of(
+            self.utterances
+                .iter()
+                .filter_map(|u| u.latency_ms.get(stage).copied())
+                .collect(),
+        )
+    }
+
+    /// Where a missing id's speech was: after the previous id's event, before the next.
+    fn missing_between(&self, id: u64) -> (f64, f64) {
+        let before = self
+            .utterances
+            .iter()
+            .filter(|u| u.id < id)
+            .map(|u| u.end_s)
+            .fold(0.0, f64::max);
+        let after = self
+            .utterances
+            .iter()
+            .filter(|u| u.id > id)
+            .map(|u| u.start_s)
+            .fold(f64::INFINITY, f64::min);
+        (before, if after.is_finite() { after } else { before })
+    }
+}
+
+/// Text as HTML text or attribute value: nothing in it can open a tag, end an
+/// attribute or start an entity.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// p -> colour: blue (not sarcastic) through light grey (0.5) to red (sarcastic).
+pub fn score_colour(p: Option<f64>) -> String {
+    let Some(p) = p.filter(|p| p.is_finite()) else {
+        return "#d9d9d9".into();
+    };
+    let p = p.clamp(0.0, 1.0);
+    let (a, b, t) = if p < 0.5 {
+        ((49, 104, 176), (236, 236, 236), p / 0.5)
+    } else {
+        ((236, 236, 236), (200, 36, 36), (p - 0.5) / 0.5)
+    };
+    let mix = |x: i32, y: i32| (x as f64 + (y - x) as f64 * t).round() as i32;
+    format!(
+        "#{:02x}{:02x}{:02x}",
+        mix(a.0, b.0),
+        mix(a.1, b.1),
+        mix(a.2, b.2)
+    )
+}
+
+/// m:ss.s (h:mm:ss.s past an hour).
+pub fn clock(s: f64) -> String {
+    let s = s.max(0.0);
+    let h = (s / 3600.0).floor();
+    let m = ((s - h * 3600.0) / 60.0).floor();
+    let sec = s - h * 3600.0 - m * 60.0;
+    if h > 0.0 {
+        format!("{h:.0}:{m:02.0}:{sec:04.1}")
+    } else {
+        format!("{m:.0}:{sec:04.1}")
+    }
+}
+
+fn score(p: Option<f64>) -> String {
+    p.map_or_else(|| "-".into(), |p| format!("{p:.2}"))
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for k in 0..4 {
+            if k <= c.len() {
+                out.push(A[(n >> (18 - 6 * k)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn csp_hash(source: &str) -> String {
+    format!("'sha256-{}'", base64(&Sha256::digest(source.as_bytes())))
+}
+
+const STYLE: &str = r#"
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1100px;padding:16px 20px;color:#222;background:#fff}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:22px 0 8px;border-bottom:1px solid #ddd;padding-bottom:3px}
+.meta{color:#555;margin:0 0 10px}
+.cards{display:flex;flex-wrap:wrap;gap:10px}
+.card{border:1px solid #ddd;border-radius:6px;padding:6px 12px;min-width:120px}
+.card b{display:block;font-size:20px}
+.card span{color:#555;font-size:12px}
+svg.timeline{width:100%;height:auto;display:block}
+svg text{font:11px sans-serif;fill:#444}
+.utt:hover,.view:hover{stroke:#000;stroke-width:1.5}
+table{border-collapse:collapse;width:100%}
+th,td{text-align:left;padding:3px 6px;border-bottom:1px solid #eee;vertical-align:top}
+th{font-weight:600;background:#f6f6f6}
+td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+tr.flagged td{background:#fdecec}
+tr.flagged td.text{font-weight:600}
+.badge{display:inline-block;font-size:11px;font-weight:700;color:#fff;background:#c82424;border-radius:3px;padding:0 4px;margin-right:4px}
+.note{color:#777;font-size:12px}
+tr.event td{color:#555;font-style:italic;background:#f7f7f7}
+tr:target td{outline:2px solid #333}
+.chip{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:-1px;border:1px solid #999}
+#tip{position:fixed;z-index:10;max-width:420px;background:#222;color:#fff;font-size:12px;padding:5px 8px;border-radius:4px;pointer-events:none;white-space:pre-line}
+.legend{color:#555;font-size:12px;margin:4px 0}
+"#;
+
+/// Shows an element's `data-tip` beside the pointer. The text goes in as
+/// `textContent`, never as markup.
+const SCRIPT: &str = r#"
+(function () {
+  var tip = document.getElementById('tip');
+  document.addEventListener('mousemove', function (e) {
+    var t = e.target && e.target.closest ? e.target.closest('[data-tip]') : null;
+    if (!t) { tip.hidden = true; return; }
+    tip.textContent = t.getAttribute('data-tip');
+    tip.hidden = false;
+    var x = Math.min(e.clientX + 14, window.innerWidth - tip.offsetWidth - 8);
+    var y = e.clientY + 16;
+    if (y + tip.offsetHeight > window.innerHeight) { y = e.clientY - tip.offsetHeight - 10; }
+    tip.style.left = Math.max(4, x) + 'px';
+    tip.style.top = Math.max(4, y) + 'px';
+  });
+})();
+"#;
+
+/// Seconds per timeline row: one row up to 5 minutes, 5-minute rows after that, so a
+/// long meeting stays readable instead of shrinking into one line.
+const ROW_MAX_S: f64 = 300.0;
+const SVG_W: f64 = 1000.0;
+const LANE_LABEL_W: f64 = 58.0;
+const PLOT_W: f64 = SVG_W - LANE_LABEL_W - 8.0;
+/// (name, height): the fused score, then one thin lane per view.
+const LANES: [(&str, f64); 4] = [
+    ("fused", 26.0),
+    ("text", 10.0),
+    ("audio", 10.0),
+    ("video", 10.0),
+];
+const LANE_GAP: f64 = 3.0;
+const AXIS_H: f64 = 16.0;
+const ROW_GAP: f64 = 14.0;
+
+fn tick_step_s(row_s: f64) -> f64 {
+    [5.0, 10.0, 15.0, 30.0, 60.0]
+        .into_iter()
+        .find(|&t| row_s / t <= 12.0)
+        .unwrap_or(60.0)
+}
+
+fn utterance_tip(u: &Utterance) -> String {
+    let mut s = format!(
+        "#{} {}-{}  p_sarcastic {}{}\ntext {} / audio {} / video {}",
+        u.id,
+        clock(u.start_s),
+        clock(u.end_s),
+        score(u.p_sarcastic),
+        if u.sarcastic { " (flagged)" } else { "" },
+        score(u.views.text),
+        score(u.views.audio),
+        score(u.views.video),
+    );
+    if let Some(t) = u.latency_ms.get("total") {
+        let _ = write!(s, "\nlatency {t:.0} ms");
+    }
+    if let Some(t) = u.transcript.as_deref().filter(|t| !t.is_empty()) {
+        let _ = write!(s, "\n\u{201c}{t}\u{201d}");
+    }
+    s
+}
+
+fn timeline_svg(m: &Meeting) -> String {
+    let span = m.span_s().max(1.0);
+    let row_s = if span <= ROW_MAX_S {
+        (span / 10.0).ceil() * 10.0
+    } else {
+        ROW_MAX_S
+    };
+    let rows = (span / row_s).ceil().max(1.0) as usize;
+    let lanes_h: f64 = LANES.iter().map(|l| l.1 + LANE_GAP).sum();
+    let row_h = lanes_h + AXIS_H + ROW_GAP;
+    let height = rows as f64 * row_h;
+    let x_of = |t: f64, row: usize| LANE_LABEL_W + (t - row as f64 * row_s) / row_s * PLOT_W;
+    // Pieces of [a, b] per row it touches.
+    let pieces = |a: f64, b: f64| -> Vec<(usize, f64, f64)> {
+        let first = (a / row_s).floor().max(0.0) as usize;
+        let last = ((b / row_s).ceil() as usize).min(rows).max(first + 1);
+        (first..last)
+            .filter_map(|r| {
+                let (r0, r1) = (r as f64 * row_s, (r + 1) as f64 * row_s);
+                let (x0, x1) = (a.max(r0), b.min(r1));
+                (x1 > x0 || (a == b && x0 == x1)).then_some((r, x_of(x0, r), x_of(x1, r)))
+            })
+            .collect()
+    };
+    let lane_y = |row: usize, lane: usize| -> f64 {
+        row as f64 * row_h + LANES[..lane].iter().map(|l| l.1 + LANE_GAP).sum::<f64>()
+    };
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<svg class="timeline" viewBox="0 0 {SVG_W} {height:.0}" role="img" aria-label="timeline of utterances">
+<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#f1f1f1"/><line x1="0" y1="0" x2="0" y2="6" stroke="#9a9a9a" stroke-width="2"/></pattern></defs>
+"##
+    );
+    for row in 0..rows {
+        for (k, (name, h)) in LANES.iter().enumerate() {
+            let y = lane_y(row, k);
+            let _ = writeln!(
+                s,
+                r##"<text x="{:.0}" y="{:.1}" text-anchor="end">{name}</text><rect x="{LANE_LABEL_W}" y="{y:.1}" width="{PLOT_W}" height="{h}" fill="#fafafa"/>"##,
+                LANE_LABEL_W - 6.0,
+                y + h / 2.0 + 4.0,
+            );
+        }
+        let axis_y = lane_y(row, LANES.len());
+        let step = tick_step_s(row_s);
+        let mut t = 0.0;
+        while t <= row_s + 1e-9 {
+            let at = row as f64 * row_s + t;
+            let x = x_of(at, row);
+            // The last label would be cut by the picture's edge if centred.
+            let anchor = if t + step > row_s + 1e-9 {
+                "end"
+            } else {
+                "middle"
+            };
+            let _ = writeln!(
+                s,
+                r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#bbb"/><text x="{x:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"##,
+                axis_y - 2.0,
+                axis_y + 2.0,
+                axis_y + 12.0,
+                clock(at).trim_end_matches(".0")
+            );
+            t += step;
+        }
+    }
+    for g in &m.gaps {
+        let tip = escape(&format!(
+            "{} lost {}-{} ({:.1} s): {}",
+            g.source,
+            clock(g.start_s),
+            clock(g.end_s),
+            g.end_s - g.start_s,
+            g.reason
+        ));
+        for (row, x0, x1) in pieces(g.start_s, g.end_s) {
+            let y = lane_y(row, 0);
+            let _ = writeln!(
+                s,
+                r##"<rect class="gap" x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="url(#hatch)" data-tip="{tip}"><title>{tip}</title></rect>"##,
+                (x1 - x0).max(2.0),
+                lanes_h - LANE_GAP,
+            );
+        }
+    }
+    for u in &m.utterances {
+        let tip = escape(&utterance_tip(u));
+        let flagged = if u.sarcastic { " flagged" } else { "" };
+        for (row, x0, x1) in pieces(u.start_s, u.end_s) {
+            let w = (x1 - x0).max(1.5);
+            let (y, h) = (lane_y(row, 0), LANES[0].1);
+            let stroke = if u.sarcastic {
+                r##" stroke="#7a0000" stroke-width="1.5""##
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                s,
+                r##"<a href="#u-{id}"><rect class="utt{flagged}" data-id="{id}" x="{x0:.1}" y="{y:.1}" width="{w:.1}" height="{h}" fill="{fill}"{stroke} data-tip="{tip}"><title>{tip}</title></rect></a>"##,
+                id = u.id,
+                fill = score_colour(u.p_sarcastic),
+            );
+            for (k, p) in [(1, u.views.text), (2, u.views.audio), (3, u.views.video)] {
+                let (y, h) = (lane_y(row, k), LANES[k].1);
+                let (fill, extra) = match p {
+                    Some(_) => (score_colour(p), String::new()),
+                    None => (
+                        "none".to_string(),
+                        r##" stroke="#ccc" stroke-dasharray="2 2""##.to_string(),
+                    ),
+                };
+                let _ = writeln!(
+                    s,
+                    r##"<rect class="view" data-view="{}" x="{x0:.1}" y="{y:.1}" width="{w:.1}" height="{h}" fill="{fill}"{extra} data-tip="{tip}"/>"##,
+                    LANES[k].0,
+                );
+            }
+        }
+    }
+    for &id in &m.missing_ids {
+        let (a, b) = m.missing_between(id);
+        let tip = escape(&format!(
+            "utterance {id} never reached the stream (dropped: analysis queue full); its speech was between {} and {}",
+            clock(a),
+            clock(b)
+        ));
+        let mid = (a + b) / 2.0;
+        for (row, x, _) in pieces(mid, mid).into_iter().take(1) {
+            let y = lane_y(row, 0);
+            let _ = writeln!(
+                s,
+                r##"<g class="drop" data-id="{id}" data-tip="{tip}"><title>{tip}</title><path d="M{:.1} {:.1} l6 -9 h-12 z" fill="#000"/><line x1="{x:.1}" y1="{y:.1}" x2="{x:.1}" y2="{:.1}" stroke="#000" stroke-width="1.5" stroke-dasharray="3 2"/></g>"##,
+                x,
+                y + 9.0,
+                y + LANES[0].1,
+            );
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+fn latency_section(m: &Meeting) -> String {
+    let mut s = String::from("<section id=\"latency\"><h2>Latency: end of speech to event</h2>\n");
+    let total = m.latency("total");
+    if total.n == 0 {
+        s.push_str("<p>No utterance event, so no latency.</p></section>\n");
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "<p id=\"latency-total\">p50 <b>{:.0} ms</b>, p95 <b>{:.0} ms</b>, max <b>{:.0} ms</b> over {} utterances (the events' <code>latency_ms.total</code>: the endpointer's hangover plus every stage).</p>",
+        total.p50, total.p95, total.max, total.n
+    );
+    s.push_str("<table class=\"stages\"><tr><th>stage</th><th>p50 ms</th><th>p95 ms</th><th>max ms</th></tr>\n");
+    let mut stages: Vec<String> = [
+        "endpoint", "queue", "audio", "video", "asr", "text", "fusion",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    for u in &m.utterances {
+        for k in u.latency_ms.keys() {
+            if !stages.contains(k) && k != "total" {
+                stages.push(k.clone());
+            }
+        }
+    }
+    stages.push("total".into());
+    for st in stages {
+        let p = m.latency(&st);
+        if p.n == 0 {
+            continue;
+        }
+        let _ = writeln!(
+            s,
+            "<tr><td>{}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.1}</td></tr>",
+            escape(&st),
+            p.p50,
+            p.p95,
+            p.max
+        );
+    }
+    s.push_str("</table></section>\n");
+    s
+}
+
+fn drops_section(m: &Meeting) -> String {
+    let mut s = String::from("<section id=\"drops\"><h2>Drops and gaps</h2>\n<ul>\n");
+    if m.gaps.is_empty() {
+        s.push_str("<li>No interval lost by the source (no <code>gap</code> event).</li>\n");
+    }
+    for g in &m.gaps {
+        let _ = writeln!(
+            s,
+            "<li class=\"gap-item\">{} lost {}&#8211;{} ({:.1} s): {}</li>",
+            escape(&g.source),
+            clock(g.start_s),
+            clock(g.end_s),
+            g.end_s - g.start_s,
+            escape(&g.reason)
+        );
+    }
+    if m.missing_ids.is_empty() {
+        s.push_str("<li>No utterance id missing from the stream.</li>\n");
+    } else {
+        let ids: Vec<String> = m.missing_ids.iter().map(u64::to_string).collect();
+        let _ = writeln!(
+            s,
+            "<li class=\"drop-item\">{} utterance(s) cut but never reported (ids {}): dropped because the analysis queue was full.</li>",
+            m.missing_ids.len(),
+            ids.join(", ")
+        );
+    }
+    let shed = m.utterances.iter().filter(|u| u.text_shed).count();
+    if shed > 0 {
+        let _ = writeln!(
+            s,
+            "<li>{shed} utterance(s) scored without transcript or text view (load shedding: the analyser was behind).</li>"
+        );
+    }
+    if m.revised > 0 {
+        let _ = writeln!(
+            s,
+            "<li>{} early-ended event(s) were revised by a later one (the speaker went on); the page shows the revising event.</li>",
+            m.revised
+        );
+    }
+    match &m.stats {
+        Some(st) => {
+            let total: u64 = st.dropped.values().sum();
+            let by: Vec<String> = st
+                .dropped
+                .iter()
+                .map(|(k, v)| format!("{} {v}", escape(k)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "<li id=\"stats-drops\">Run summary: {:.1} s of audio in {:.1} s; drops {total} ({}); {} source gap(s), {:.1} s; {} event(s) over the latency budget.</li>",
+                st.audio_s,
+                st.wall_s,
+                if by.is_empty() { "none counted".to_string() } else { by.join(", ") },
+                st.source_gaps,
+                st.source_gap_s,
+                st.budget_violations
+            );
+        }
+        None => s.push_str(
+            "<li class=\"note\">Drop counters by reason (ring samples, partials) are not in the event stream: give <code>--stats</code> the file <code>sarcasmd replay --stats</code> wrote to show them.</li>\n",
+        ),
+    }
+    for (k, n) in &m.other_types {
+        let _ = writeln!(
+            s,
+            "<li class=\"note\">{n} line(s) of type <code>{}</code> not shown.</li>",
+            escape(k)
+        );
+    }
+    s.push_str("</ul></section>\n");
+    s
+}
+
+/// Transcript rows, gaps and missing utterances in time order.
+fn transcript_section(m: &Meeting) -> String {
+    enum Row<'a> {
+        Utt(&'a Utterance),
+        Gap(&'a Gap),
+        Missing(u64, f64),
+    }
+    let mut rows: Vec<(f64, Row)> = m
+        .utterances
+        .iter()
+        .map(|u| (u.start_s, Row::Utt(u)))
+        .collect();
+    rows.extend(m.gaps.iter().map(|g| (g.start_s, Row::Gap(g))));
+    rows.extend(m.missing_ids.iter().map(|&id| {
+        let (a, b) = m.missing_between(id);
+        (a, Row::Missing(id, b))
+    }));
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut s = String::from(
+        "<section id=\"transcript\"><h2>Transcript</h2>\n<table><tr><th>#</th><th>time</th><th>p</th><th>text / audio / video</th><th>what was said</th></tr>\n",
+    );
+    for (at, row) in rows {
+        match row {
+            Row::Utt(u) => {
+                let mut notes = Vec::new();
+                if u.text_shed {
+                    notes.push("text shed");
+                }
+                if u.forced_split {
+                    notes.push("cut at max length");
+                }
+                if u.revises.is_some() {
+                    notes.push("revised an early end");
+                }
+                let text = match &u.transcript {
+                    None => "<span class=\"note\">(transcripts off)</span>".to_string(),
+                    Some(t) if t.is_empty() => {
+                        "<span class=\"note\">(nothing recognised)</span>".to_string()
+                    }
+                    Some(t) => format!("<span class=\"said\">{}</span>", escape(t)),
+                };
+                let _ = writeln!(
+                    s,
+                    "<tr id=\"u-{id}\" class=\"utt-row{cls}\"><td class=\"num\">{id}</td><td class=\"num\">{start}</td><td class=\"num\"><span class=\"chip\" style=\"background:{colour}\"></span>{p}</td><td class=\"num\">{t} / {a} / {v}</td><td class=\"text\">{badge}{text}{notes}</td></tr>",
+                    id = u.id,
+                    cls = if u.sarcastic { " flagged" } else { "" },
+                    start = clock(u.start_s),
+                    colour = score_colour(u.p_sarcastic),
+                    p = score(u.p_sarcastic),
+                    t = score(u.views.text),
+                    a = score(u.views.audio),
+                    v = score(u.views.video),
+                    badge = if u.sarcastic { "<span class=\"badge\">flagged</span>" } else { "" },
+                    notes = if notes.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" <span class=\"note\">({})</span>", notes.join(", "))
+                    },
+                );
+            }
+            Row::Gap(g) => {
+                let _ = writeln!(
+                    s,
+                    "<tr class=\"event gap-row\"><td></td><td class=\"num\">{}</td><td colspan=\"3\">{} lost for {:.1} s: {}</td></tr>",
+                    clock(at),
+                    escape(&g.source),
+                    g.end_s - g.start_s,
+                    escape(&g.reason)
+                );
+            }
+            Row::Missing(id, until) => {
+                let _ = writeln!(
+                    s,
+                    "<tr class=\"event drop-row\"><td class=\"num\">{id}</td><td class=\"num\">{}</td><td colspan=\"3\">utterance dropped before analysis (somewhere up to {})</td></tr>",
+                    clock(at),
+                    clock(until)
+                );
+            }
+        }
+    }
+    s.push_str("</table></section>\n");
+    s
+}
+
+/// The whole page.
+pub fn render_html(m: &Meeting) -> String {
+    let threshold = m.utterances.first().map(|u| u.threshold);
+    let flagged = m.flagged();
+    let total = m.latency("total");
+    let mut body = String::new();
+    let _ = writeln!(
+        body,
+        "<header><h1>Meeting report</h1><p class=\"meta\">{} &#183; {} of stream &#183; made by sarcasmd {}</p></header>",
+        escape(&m.name),
+        clock(m.span_s()),
+        env!("CARGO_PKG_VERSION"),
+    );
+    let card = |value: String, what: &str, id: &str| {
+        format!("<div class=\"card\" id=\"card-{id}\"><b>{value}</b><span>{what}</span></div>")
+    };
+    let _ = writeln!(
+        body,
+        "<section class=\"cards\">{}{}{}{}{}</section>",
+        card(m.utterances.len().to_string(), "utterances", "utterances"),
+        card(
+            flagged.to_string(),
+            &match threshold {
+                Some(t) => format!("flagged (p &#8805; {t:.2})"),
+                None => "flagged".into(),
+            },
+            "flagged"
+        ),
+        card(
+            if total.n > 0 {
+                format!("{:.0} / {:.0} ms", total.p50, total.p95)
+            } else {
+                "-".into()
+            },
+            "latency p50 / p95",
+            "latency"
+        ),
+        card(m.gaps.len().to_string(), "source gaps", "gaps"),
+        card(
+            match &m.stats {
+                Some(st) => st.dropped.values().sum::<u64>().to_string(),
+                None => m.missing_ids.len().to_string(),
+            },
+            if m.stats.is_some() {
+                "drops (run summary)"
+            } else {
+                "utterances dropped"
+            },
+            "drops"
+        ),
+    );
+    body.push_str("<section id=\"timeline\"><h2>Timeline</h2>\n");
+    body.push_str(
+        "<p class=\"legend\">Each box is an utterance, coloured by <code>p_sarcastic</code> \
+         (<span class=\"chip\" style=\"background:#3168b0\"></span>0 &#8211; \
+         <span class=\"chip\" style=\"background:#ececec\"></span>0.5 &#8211; \
+         <span class=\"chip\" style=\"background:#c82424\"></span>1; \
+         grey: no score); flagged ones have a dark outline. The thin lanes are each view's own \
+         score (dashed outline: that view had none). Hatched: the source lost the interval; \
+         &#9660;: an utterance dropped before analysis. Hover for the scores; click to jump to the line.</p>\n",
+    );
+    if m.utterances.is_empty() && m.gaps.is_empty() {
+        body.push_str("<p>No utterance in this file.</p>\n");
+    } else {
+        body.push_str(&timeline_svg(m));
+    }
+    body.push_str("</section>\n");
+    body.push_str(&latency_section(m));
+    body.push_str(&drops_section(m));
+    body.push_str(&transcript_section(m));
+    body.push_str("<div id=\"tip\" role=\"tooltip\" hidden></div>\n");
+    let csp = format!(
+        "default-src 'none'; style-src {} 'unsafe-hashes' {}; script-src {}",
+        csp_hash(STYLE),
+        // The colour chips' inline style attributes: hashes of each distinct value
+        // would be long, so these few are allowed by listing the attribute hashes.
+        chip_style_hashes(&body),
+        csp_hash(SCRIPT),
+    );
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"{csp}\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>sarcasmd meeting report: {}</title>\n<style>{STYLE}</style></head>\n<body>\n{body}<script>{SCRIPT}</script>\n</body></html>\n",
+        escape(&m.name)
+    )
+}
+
+/// CSP hashes of every distinct `style="..."` attribute value in `body` (the colour
+/// chips), so the policy needs no `'unsafe-inline'`.
+fn chip_style_hashes(body: &str) -> String {
+    let mut seen = BTreeSet::new();
+    let mut rest = body;
+    while let Some(i) = rest.find("style=\"") {
+        let after = &rest[i + 7..];
+        let Some(j) = after.find('"') else { break };
+        seen.insert(&after[..j]);
+        rest = &after[j..];
+    }
+    seen.into_iter().map(csp_hash).collect::<Vec<_>>().join(" ")
+}
+
+pub fn write(m: &Meeting, out: &Path) -> Result<(), ReportError> {
+    std::fs::write(out, render_html(m)).map_err(|source| ReportError::Write {
+        path: out.to_path_buf(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn utt(id: u64, start: f64, end: f64, text: &str, p: f64) -> String {
+        serde_json::json!({
+            "type": "utterance", "id": id, "start_s": start, "end_s": end,
+            "transcript": text, "language": "en", "p_sarcastic": p, "sarcastic": p >= 0.5,
+            "threshold": 0.5, "views": {"text": p, "audio": 0.4, "video": null},
+            "latency_ms": {"endpoint": 256.0, "queue": 0.0, "asr": 3.0, "text": 2.0,
+                           "audio": 0.3, "video": 0.0, "fusion": 0.01, "total": 260.0 + id as f64},
+            "ready_ms": {"audio": 256.5, "text": 260.0, "video": null, "fused": 260.0},
+            "text_shed": false, "models": {}, "forced_split": false, "early_end": false,
+            "revises": null, "asr_segments": [], "asr_guards": [], "extras": null,
+        })
+        .to_string()
+    }
+
+    fn stream() -> String {
+        [
+            utt(0, 1.0, 3.0, "Good morning everyone.", 0.2),
+            utt(1, 4.0, 6.5, "Oh <script>alert('x')</script> great & \"fine\"", 0.8),
+            r#"{"type":"partial","id":2,"start_s":7.0,"end_s":7.5,"text":"the","language":"en","decode_ms":3.0}"#.to_string(),
+            // id 2 never arrives: dropped.
+            r#"{"type":"gap","source":"audio","start_s":9.0,"end_s":11.5,"reason":"device <gone> & back"}"#.to_string(),
+            utt(3, 12.0, 13.0, "", 0.1),
+            String::new(),
+        ]
+        .join("\n")
+    }
+
+    #[test]
+    fn the_stream_is_read_with_gaps_partials_and_missing_ids() {
+        let m = Meeting::parse("m.jsonl", Path::new("m.jsonl"), &stream()).unwrap();
+        assert_eq!(m.utterances.len(), 3);
+        assert_eq!(m.flagged(), 1);
+        assert_eq!(m.gaps.len(), 1);
+        assert_eq!(m.partials, 1);
+        assert_eq!(m.missing_ids, vec![2]);
+        assert_eq!(m.missing_between(2), (6.5, 12.0));
+        assert_eq!(m.latency("total").max, 263.0);
+        assert_eq!(m.span_s(), 13.0);
+    }
+
+    #[test]
+    fn a_revised_early_end_is_replaced_by_its_revision() {
+        let mut first: serde_json::Value =
+            serde_json::from_str(&utt(0, 1.0, 2.0, "Oh great.", 0.7)).unwrap();
+        first["early_end"] = true.into();
+        let mut second: serde_json::Value =
+            serde_json::from_str(&utt(1, 1.0, 4.0, "Oh great, the demo works.", 0.3)).unwrap();
+        second["revises"] = 0.into();
+        let text = format!("{first}\n{second}\n");
+        let m = Meeting::parse("m", Path::new("m"), &text).unwrap();
+        assert_eq!(m.revised, 1);
+        assert_eq!(m.utterances.len(), 1);
+        assert_eq!(m.utterances[0].id, 1);
+        assert!(m.missing_ids.is_empty());
+    }
+
+    #[test]
+    fn text_from_events_is_escaped_everywhere() {
+        let m = Meeting::parse("<b>m</b>.jsonl", Path::new("m"), &stream()).unwrap();
+        let html = render_html(&m);
+        assert!(
+            !html.contains("<script>alert"),
+            "raw transcript markup in the page"
+        );
+        assert!(!html.contains("<gone>") && !html.contains("<b>m</b>"));
+        assert!(html.contains(
+            "Oh &lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; great &amp; &quot;fine&quot;"
+        ));
+        assert!(html.contains("device &lt;gone&gt; &amp; back"));
+        // Only the page's own script element.
+        assert_eq!(html.matches("<script>").count(), 1);
+    }
+
+    #[test]
+    fn the_page_loads_nothing_from_elsewhere() {
+        let m = Meeting::parse("m", Path::new("m"), &stream()).unwrap();
+        let html = render_html(&m);
+        for bad in ["http:", "https:", " src=", "@import", "url(h", "//"] {
+            // `//` would start a protocol-relative URL; the script has no comments.
+            assert!(!html.contains(bad), "page contains {bad:?}");
+        }
+        assert!(html.contains("default-src 'none'"));
+        assert!(html.contains(&csp_hash(SCRIPT)));
+    }
+
+    #[test]
+    fn malformed_lines_are_named_by_line() {
+        let e =
+            Meeting::parse("m", Path::new("ev.jsonl"), "\n{\"type\":\"utterance\"}\n").unwrap_err();
+        assert!(
+            e.to_string().starts_with("ev.jsonl:2: a `utterance` event"),
+            "{e}"
+        );
+        let e = Meeting::parse("m", Path::new("ev.jsonl"), "not json").unwrap_err();
+        assert!(
+            e.to_string().starts_with("ev.jsonl:1: not a JSON event"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn colours_clock_and_base64() {
+        assert_eq!(score_colour(Some(0.0)), "#3168b0");
+        assert_eq!(score_colour(Some(0.5)), "#ececec");
+        assert_eq!(score_colour(Some(1.0)), "#c82424");
+        assert_eq!(score_colour(None), "#d9d9d9");
+        assert_eq!(clock(75.25), "1:15.2");
+        assert_eq!(clock(3725.0), "1:02:05.0");
+        assert_eq!(base64(b"Man"), "TWFu");
+        assert_eq!(base64(b"Ma"), "TWE=");
+        assert_eq!(base64(b"M"), "TQ==");
+        assert_eq!(base64(b""), "");
+    }
+
+    #[test]
+    fn long_meetings_wrap_into_rows_and_pieces_stay_inside() {
+        let lines: Vec<String> = (0..40)
+            .map(|i| utt(i, i as f64 * 17.0, i as f64 * 17.0 + 15.0, "x", 0.3))
+            .collect();
+        let m = Meeting::parse("m", Path::new("m"), &lines.join("\n")).unwrap();
+        let svg = timeline_svg(&m);
+        // 678 s -> three 5-minute rows; utterance 17 (289-304 s) spans two rows.
+        assert_eq!(svg.matches(r#"text-anchor="end">fused<"#).count(), 3);
+        assert_eq!(svg.matches(r#"data-id="17""#).count(), 2, "{svg}");
+        // Utterance 35 (595-610 s) spans rows 2 and 3 too: 40 utterances, 42 boxes.
+        assert_eq!(svg.matches(r#"data-id="35""#).count(), 2);
+        assert_eq!(svg.matches("class=\"utt").count(), 42);
+    }
+}

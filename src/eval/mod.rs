@@ -8,8 +8,20 @@
 //! Whisper, prosody, vision when the item has video); the text view reads the Whisper
 //! transcript unless `gold_text` is asked for. Items with only text are scored by the text
 //! view on their gold transcript (there is nothing else to score).
+//!
+//! Files: this one scores items and builds the rows; `metrics.rs` the measures,
+//! `context.rs` the context condition's text, `training_keys.rs` which items each head
+//! saw in training, `render.rs` the Markdown tables.
 
+mod context;
 pub mod metrics;
+mod render;
+mod training_keys;
+
+use context::with_context;
+pub use context::{context_text, text_with_context};
+pub use render::render;
+pub use training_keys::{text_key, TrainingKeys};
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
@@ -116,86 +128,6 @@ pub struct ItemResult {
     pub gold_key: Option<String>,
 }
 
-/// The key under which heads record the items they were trained on: the first 8 hex
-/// digits of SHA-256 over the gold text lowercased, stripped of everything but letters,
-/// digits, `_` and whitespace, whitespace collapsed (`text_keys` in
-/// models/train/train.py, which uses Python's `\w`). Matching on text rather than ids
-/// also catches the same utterance under another corpus's id (688 MUStARD items are
-/// MUStARD++ items).
-pub fn text_key(text: &str) -> Option<String> {
-    let kept: String = text
-        .to_lowercase()
-        .chars()
-        .filter(|c| c.is_alphanumeric() || *c == '_' || c.is_whitespace())
-        .collect();
-    let norm = kept.split_whitespace().collect::<Vec<_>>().join(" ");
-    if norm.is_empty() {
-        return None;
-    }
-    let digest = Sha256::digest(norm.as_bytes());
-    Some(digest[..4].iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// What each head was trained on (from its metadata), by view.
-#[derive(Debug, Default)]
-pub struct TrainingKeys {
-    /// "text", "audio", "video", "fusion" -> keys; a head without the record is absent.
-    pub by_head: BTreeMap<&'static str, HashSet<String>>,
-}
-
-impl TrainingKeys {
-    fn heads_of(views: &str) -> Vec<&'static str> {
-        let mut h: Vec<&'static str> = views
-            .split('+')
-            .map(|v| match v {
-                "T" => "text",
-                "A" => "audio",
-                _ => "video",
-            })
-            .collect();
-        if h.len() > 1 {
-            h.push("fusion");
-        }
-        h
-    }
-
-    /// Items of a row that a head scoring them was trained on (for "served", the heads
-    /// of the views each item has); `None` when no head records its training items
-    /// (heads from before the record existed).
-    fn seen(&self, views: &str, items: &[&ItemResult]) -> Option<usize> {
-        if self.by_head.is_empty() {
-            return None;
-        }
-        let row_heads = (views != SERVED).then(|| Self::heads_of(views));
-        Some(
-            items
-                .iter()
-                .filter(|r| {
-                    let Some(k) = &r.gold_key else { return false };
-                    let heads = match &row_heads {
-                        Some(h) => h.clone(),
-                        None => {
-                            let present: Vec<&str> = ["T", "A", "V"]
-                                .into_iter()
-                                .filter(|v| r.p.contains_key(*v))
-                                .collect();
-                            if present.is_empty() {
-                                Vec::new()
-                            } else {
-                                Self::heads_of(&present.join("+"))
-                            }
-                        }
-                    };
-                    heads
-                        .iter()
-                        .filter_map(|h| self.by_head.get(h))
-                        .any(|set| set.contains(k))
-                })
-                .count(),
-        )
-    }
-}
-
 /// Views a configuration needs, in table order. T+V is absent: the fusion head was
 /// trained with text and video masked out, never audio, so it cannot serve T+V.
 const CONFIGS: [(&str, bool, bool, bool); 6] = [
@@ -275,43 +207,6 @@ pub struct EvalReport {
     pub heads: Vec<HeadInfo>,
     pub models: BTreeMap<String, String>,
     pub items: Vec<ItemResult>,
-}
-
-/// The last `context_s` seconds of an item's context turns (whole turns, newest first
-/// until the word budget is used; the turn that crosses it is kept, as the live context
-/// keeps a turn that began before its window), oldest first, joined as the live text
-/// view joins earlier transcripts.
-pub fn context_text(item: &ManifestItem, context_s: f32) -> (String, usize) {
-    let budget = (context_s * CONTEXT_WORDS_PER_S).round() as usize;
-    let mut taken: Vec<&str> = Vec::new();
-    let mut words = 0;
-    for turn in item.context.iter().rev() {
-        if words >= budget {
-            break;
-        }
-        let t = turn.text().trim();
-        if t.is_empty() {
-            continue;
-        }
-        words += t.split_whitespace().count();
-        taken.push(t);
-    }
-    taken.reverse();
-    (taken.join(" "), words)
-}
-
-/// `text` after the item's last `context_s` seconds of context: the context condition's
-/// input to the text view (also what `sarcasmd embed --context-s` embeds for training).
-pub fn text_with_context(item: &ManifestItem, text: &str, context_s: f32) -> String {
-    with_context(&context_text(item, context_s).0, text)
-}
-
-fn with_context(context: &str, text: &str) -> String {
-    if context.is_empty() {
-        text.to_string()
-    } else {
-        format!("{context} {text}")
-    }
 }
 
 struct Scorer<'a> {
@@ -781,171 +676,6 @@ fn agreement(items: &[ItemResult]) -> Option<Agreement> {
             .filter(|r| r.annotators.iter().all(|&a| a == r.annotators[0]))
             .count(),
     })
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.1}", 100.0 * x)
-}
-
-/// The report as Markdown tables, for a terminal or a README.
-pub fn render(report: &EvalReport) -> String {
-    use std::fmt::Write;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "# sarcasmd eval: {}{}\n",
-        report.manifest.display(),
-        report
-            .split
-            .as_ref()
-            .map(|x| format!(" (split {x})"))
-            .unwrap_or_default()
-    );
-    let _ = writeln!(
-        s,
-        "{} items scored of {} ({} unlabelled, {} skipped, {} with audio but no utterance). \
-         Text view reads the {} transcript. Threshold {:.2}. Percent; P and R are macro \
-         averages over both classes; ECE over {ECE_BINS} bins.\n",
-        report.items_scored,
-        report.items_total,
-        report.items_unlabelled,
-        report.items_skipped.len(),
-        report.items_silent,
-        report.text_from,
-        report.threshold,
-    );
-    let _ = writeln!(
-        s,
-        "| views | context | subset | n | sarcastic | P | R | macro-F1 | acc | AUC | ECE | random F1 | majority F1 | seen in training |"
-    );
-    let _ = writeln!(
-        s,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-    );
-    for r in &report.rows {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.views,
-            r.context_s
-                .map(|c| format!("{c:.0} s"))
-                .unwrap_or_else(|| "none".into()),
-            r.subset,
-            r.scores.n,
-            r.scores.n_sarcastic,
-            pct(r.scores.precision_macro),
-            pct(r.scores.recall_macro),
-            pct(r.scores.f1_macro),
-            pct(r.scores.accuracy),
-            r.auc.map(pct).unwrap_or_else(|| "-".into()),
-            r.ece.map(pct).unwrap_or_else(|| "-".into()),
-            pct(r.baselines.random_f1_macro),
-            pct(r.baselines.majority_f1_macro),
-            match r.seen_in_training {
-                Some(0) => "0".to_string(),
-                Some(k) => format!("**{k}**"),
-                None => "?".into(),
-            },
-        );
-    }
-    if report
-        .rows
-        .iter()
-        .any(|r| r.seen_in_training.unwrap_or(0) > 0)
-    {
-        let _ = writeln!(
-            s,
-            "\n**seen in training**: that many of the row's items have the normalised text of an \
-             item one of its heads was trained on (for a text head, the same words get the same \
-             score), so the row overstates held-out accuracy; with most items seen it is not a \
-             test figure. Evaluate held-out items, or heads trained without them (`--heads`)."
-        );
-    }
-    if report
-        .rows
-        .iter()
-        .any(|r| r.seen_in_training.is_none() && r.views != "annotators' majority")
-    {
-        let _ = writeln!(
-            s,
-            "\n`?`: no head of that row records its training items (older metadata), so \
-             whether it saw these items is unknown."
-        );
-    }
-    if let Some(r) = report
-        .rows
-        .iter()
-        .find(|r| r.views == SERVED && r.context_s.is_none() && r.subset == "all")
-    {
-        let c = r.scores.confusion;
-        let _ = writeln!(
-            s,
-            "\nConfusion, served, no context (rows: gold; columns: flagged / not flagged):\n\n\
-             | gold | flagged | not flagged | P | R | F1 |\n|---|---|---|---|---|---|\n\
-             | sarcastic | {} | {} | {} | {} | {} |\n| not sarcastic | {} | {} | {} | {} | {} |",
-            c.tp,
-            c.fn_,
-            pct(r.scores.sarcastic.precision),
-            pct(r.scores.sarcastic.recall),
-            pct(r.scores.sarcastic.f1),
-            c.fp,
-            c.tn,
-            pct(r.scores.not_sarcastic.precision),
-            pct(r.scores.not_sarcastic.recall),
-            pct(r.scores.not_sarcastic.f1),
-        );
-        if let Some((t, f)) = r.oracle_threshold {
-            let _ = writeln!(
-                s,
-                "\nThreshold {:.2} gives macro-F1 {}; the best threshold on these same items \
-                 would be {t:.3} with {} (chosen on the test items: an optimistic bound, not a result).",
-                report.threshold,
-                pct(r.scores.f1_macro),
-                pct(f)
-            );
-        }
-    }
-    if let Some(a) = &report.agreement {
-        let k = |x: Option<f64>| x.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into());
-        let _ = writeln!(
-            s,
-            "\nAnnotators: {} items with {} raters; Fleiss' kappa {}, Cohen's kappa {}; \
-             {} items with full agreement.",
-            a.items,
-            a.raters,
-            k(a.fleiss_kappa),
-            k(a.cohen_kappa),
-            a.full_agreement_items
-        );
-    }
-    let _ = writeln!(s, "\nHeads (check that none was trained on these items):\n");
-    for h in &report.heads {
-        let training = match &h.training {
-            serde_json::Value::Object(m) => m
-                .get("train")
-                .or_else(|| m.get("data"))
-                .map(|v| {
-                    v.as_str()
-                        .map(str::to_string)
-                        .unwrap_or_else(|| v.to_string())
-                })
-                .unwrap_or_else(|| h.training.to_string()),
-            v => v.to_string(),
-        };
-        let recorded = h
-            .training_items_recorded
-            .map(|n| format!(" ({n} training texts recorded)"))
-            .unwrap_or_default();
-        let _ = writeln!(s, "- {} `{}`: {}{}", h.name, h.label, training, recorded);
-    }
-    if !report.items_skipped.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nSkipped (audio unreadable): {}",
-            report.items_skipped.join(", ")
-        );
-    }
-    s
 }
 
 #[cfg(test)]

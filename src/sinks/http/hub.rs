@@ -1,0 +1,177 @@
+//! The hub: the latest events and status for new clients, a bounded broadcast channel
+//! for live ones, and the counts of connections and lagged clients.
+
+use super::*;
+
+/// One SSE message, shared by every client.
+#[derive(Debug)]
+pub(super) struct Msg {
+    pub(super) event: &'static str,
+    pub(super) id: Option<u64>,
+    pub(super) data: String,
+}
+
+impl Msg {
+    pub(super) fn to_event(&self) -> Event {
+        let e = Event::default().event(self.event).data(&self.data);
+        match self.id {
+            Some(id) => e.id(id.to_string()),
+            None => e,
+        }
+    }
+}
+
+/// Fans events out to every connected client and keeps the last few final events for
+/// clients that connect later (an overlay reloaded mid-meeting shows recent lines).
+#[derive(Debug)]
+pub struct Hub {
+    pub(super) tx: broadcast::Sender<Arc<Msg>>,
+    pub(super) recent: Mutex<VecDeque<Arc<Msg>>>,
+    pub(super) status: Mutex<Option<Arc<Msg>>>,
+    pub(super) replay_last: usize,
+    pub(super) hello: String,
+    pub(super) clients: AtomicU64,
+    pub(super) lagged: AtomicU64,
+    pub(super) connections: AtomicU64,
+    pub(super) refused_connection_limit: AtomicU64,
+    pub(super) refused_host: AtomicU64,
+    /// Set while connections are being refused, so the warning is logged once per burst.
+    pub(super) refusing: AtomicBool,
+}
+
+impl Hub {
+    pub fn new(cfg: &HttpConfig, device: &str) -> Arc<Self> {
+        let started_unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let hello = serde_json::json!({
+            "type": "hello",
+            "version": env!("CARGO_PKG_VERSION"),
+            "device": device,
+            "started_unix_ms": started_unix_ms,
+        })
+        .to_string();
+        Arc::new(Self {
+            tx: broadcast::channel(cfg.client_buffer).0,
+            recent: Mutex::new(VecDeque::with_capacity(cfg.replay_last + 1)),
+            status: Mutex::new(None),
+            replay_last: cfg.replay_last,
+            hello,
+            clients: AtomicU64::new(0),
+            lagged: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+            refused_connection_limit: AtomicU64::new(0),
+            refused_host: AtomicU64::new(0),
+            refusing: AtomicBool::new(false),
+        })
+    }
+
+    /// A final utterance event (already serialised).
+    pub fn utterance(&self, id: u64, json: String) {
+        let m = Arc::new(Msg {
+            event: "utterance",
+            id: Some(id),
+            data: json,
+        });
+        {
+            let mut r = self.recent.lock_or_recover();
+            r.push_back(m.clone());
+            while r.len() > self.replay_last {
+                r.pop_front();
+            }
+        }
+        // No receivers is normal (no overlay open).
+        let _ = self.tx.send(m);
+    }
+
+    pub fn partial(&self, json: String) {
+        let _ = self.tx.send(Arc::new(Msg {
+            event: "partial",
+            id: None,
+            data: json,
+        }));
+    }
+
+    /// A lost interval of a live source (SSE event `gap`).
+    pub fn gap(&self, json: String) {
+        let _ = self.tx.send(Arc::new(Msg {
+            event: "gap",
+            id: None,
+            data: json,
+        }));
+    }
+
+    /// Daemon state (`running`, `finished`) and device status; the latest is also sent
+    /// to clients that connect later.
+    pub fn status(&self, json: String) {
+        let m = Arc::new(Msg {
+            event: "status",
+            id: None,
+            data: json,
+        });
+        *self.status.lock_or_recover() = Some(m.clone());
+        let _ = self.tx.send(m);
+    }
+
+    pub fn clients(&self) -> u64 {
+        self.clients.load(Ordering::Relaxed)
+    }
+
+    /// Messages lost by clients that fell more than `client_buffer` behind.
+    pub fn lagged_events(&self) -> u64 {
+        self.lagged.load(Ordering::Relaxed)
+    }
+
+    /// Open HTTP connections (SSE clients included).
+    pub fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
+    }
+
+    /// Connections closed at once because `max_connections` were open.
+    pub fn refused_connection_limit(&self) -> u64 {
+        self.refused_connection_limit.load(Ordering::Relaxed)
+    }
+
+    /// Requests refused because their `Host` is not allowed (DNS rebinding guard).
+    pub fn refused_host(&self) -> u64 {
+        self.refused_host.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn connection_refused(&self, max_connections: usize) {
+        self.refused_connection_limit
+            .fetch_add(1, Ordering::Relaxed);
+        if !self.refusing.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "http: {max_connections} connections open (http.max_connections); closing new ones \
+                 until some end (counted in sarcasmd_http_refused_total)"
+            );
+        }
+    }
+
+    pub(super) fn connection_opened(&self) -> ConnectionGuard<'_> {
+        if self.refusing.swap(false, Ordering::Relaxed) {
+            log::info!(
+                "http: accepting connections again ({} refused so far)",
+                self.refused_connection_limit()
+            );
+        }
+        self.connections.fetch_add(1, Ordering::Relaxed);
+        ConnectionGuard(self)
+    }
+}
+
+/// Counts a connection as open while it lives.
+pub(super) struct ConnectionGuard<'a>(pub(super) &'a Hub);
+impl Drop for ConnectionGuard<'_> {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Decrements the client count when a client's stream is dropped (disconnect).
+pub(super) struct ClientGuard(pub(super) Arc<Hub>);
+impl Drop for ClientGuard {
+    fn drop(&mut self) {
+        self.0.clients.fetch_sub(1, Ordering::Relaxed);
+    }
+}

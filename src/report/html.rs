@@ -1,257 +1,7 @@
-//! `sarcasmd report EVENTS.jsonl -o meeting.html`: one recorded meeting on one page.
-//!
-//! The page is a single self-contained HTML file (inline SVG, CSS and a few lines of
-//! JavaScript; no fonts, images or scripts from anywhere else), so it opens offline and
-//! can be mailed. It shows a timeline of the utterances coloured by `p_sarcastic` with
-//! a lane per view, the transcript with flagged lines marked, the intervals the source
-//! lost (`gap` events), the utterances that never reached the stream, and the run's
-//! latency summary.
-//!
-//! Everything that came from the events (transcripts, reasons, model names) is escaped
-//! before it is written: a transcript is text, never markup. A Content-Security-Policy
-//! that allows only this page's own script and style (by hash) backs that up: markup
-//! that slipped through could still not run a script or load anything.
+//! The page itself: escaping, the timeline SVG, the latency, drops and transcript
+//! sections, and the inline style and script with their CSP hashes.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-
-use serde::Deserialize;
-use sha2::{Digest, Sha256};
-use thiserror::Error;
-
-use crate::bench::Percentiles;
-
-#[derive(Debug, Error)]
-pub enum ReportError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}:{line}: not a JSON event: {source}")]
-    NotJson {
-        path: PathBuf,
-        line: usize,
-        source: serde_json::Error,
-    },
-    #[error(
-        "{path}:{line}: a `{kind}` event without the fields docs/events.md gives it: {source}"
-    )]
-    BadEvent {
-        path: PathBuf,
-        line: usize,
-        kind: &'static str,
-        source: serde_json::Error,
-    },
-    #[error("{path} is not a `replay --stats` summary: {source}")]
-    Stats {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
-
-/// The fields of an `utterance` event the page shows (docs/events.md).
-#[derive(Debug, Clone, Deserialize)]
-pub struct Utterance {
-    pub id: u64,
-    pub start_s: f64,
-    pub end_s: f64,
-    pub transcript: Option<String>,
-    /// Null when no view the fusion weighs had a score.
-    pub p_sarcastic: Option<f64>,
-    pub sarcastic: bool,
-    pub threshold: f64,
-    pub views: Views,
-    #[serde(default)]
-    pub latency_ms: BTreeMap<String, f64>,
-    #[serde(default)]
-    pub text_shed: bool,
-    #[serde(default)]
-    pub forced_split: bool,
-    #[serde(default)]
-    pub early_end: bool,
-    #[serde(default)]
-    pub revises: Option<u64>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct Views {
-    pub text: Option<f64>,
-    pub audio: Option<f64>,
-    #[serde(default)]
-    pub video: Option<f64>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-pub struct Gap {
-    pub source: String,
-    pub start_s: f64,
-    pub end_s: f64,
-    pub reason: String,
-}
-
-/// The parts of `sarcasmd replay --stats` the page shows: drop counters by reason and
-/// the audio length (the event stream itself carries no counters).
-#[derive(Debug, Clone, Deserialize)]
-pub struct RunStats {
-    pub audio_s: f64,
-    pub wall_s: f64,
-    #[serde(default)]
-    pub dropped: BTreeMap<String, u64>,
-    #[serde(default)]
-    pub source_gaps: u64,
-    #[serde(default)]
-    pub source_gap_s: f64,
-    #[serde(default)]
-    pub budget_violations: u64,
-}
-
-/// A meeting as read from its event stream.
-#[derive(Debug, Clone, Default)]
-pub struct Meeting {
-    pub name: String,
-    /// Final utterances in stream order; an early-ended event that a later one revises
-    /// is replaced by it (as the overlay replaces the line).
-    pub utterances: Vec<Utterance>,
-    pub revised: usize,
-    pub gaps: Vec<Gap>,
-    /// Ids below the highest one seen that no event carries: the pipeline gives an
-    /// utterance its id before queueing it, so these were cut and then dropped (the
-    /// analysis queue of a live source was full). Drops after the last event cannot
-    /// be seen this way; `--stats` counts them all.
-    pub missing_ids: Vec<u64>,
-    pub partials: usize,
-    /// Lines of a type this page does not draw (named in the page).
-    pub other_types: BTreeMap<String, usize>,
-    pub stats: Option<RunStats>,
-}
-
-impl Meeting {
-    /// Parse an event stream (JSON lines; blank lines skipped).
-    pub fn parse(name: &str, path: &Path, text: &str) -> Result<Self, ReportError> {
-        let mut all: Vec<Utterance> = Vec::new();
-        let mut m = Meeting {
-            name: name.to_string(),
-            ..Default::default()
-        };
-        for (i, line) in text.lines().enumerate() {
-            if line.trim().is_empty() {
-                continue;
-            }
-            let v: serde_json::Value =
-                serde_json::from_str(line).map_err(|source| ReportError::NotJson {
-                    path: path.to_path_buf(),
-                    line: i + 1,
-                    source,
-                })?;
-            let bad = |kind: &'static str| {
-                let path = path.to_path_buf();
-                move |source| ReportError::BadEvent {
-                    path,
-                    line: i + 1,
-                    kind,
-                    source,
-                }
-            };
-            let kind = v.get("type").and_then(|t| t.as_str()).map(str::to_owned);
-            match kind.as_deref() {
-                Some("utterance") => all.push(serde_json::from_value(v).map_err(bad("utterance"))?),
-                Some("gap") => m.gaps.push(serde_json::from_value(v).map_err(bad("gap"))?),
-                Some("partial") => m.partials += 1,
-                other => {
-                    *m.other_types
-                        .entry(other.unwrap_or("(no type)").to_string())
-                        .or_default() += 1
-                }
-            }
-        }
-        let seen: BTreeSet<u64> = all.iter().map(|u| u.id).collect();
-        if let Some(&max) = seen.last() {
-            m.missing_ids = (0..max).filter(|id| !seen.contains(id)).collect();
-        }
-        let revised: BTreeSet<u64> = all.iter().filter_map(|u| u.revises).collect();
-        m.revised = revised.len();
-        m.utterances = all
-            .into_iter()
-            .filter(|u| !revised.contains(&u.id))
-            .collect();
-        m.utterances.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
-        m.gaps.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
-        Ok(m)
-    }
-
-    pub fn load(events: &Path, stats: Option<&Path>) -> Result<Self, ReportError> {
-        let read = |p: &Path| {
-            std::fs::read_to_string(p).map_err(|source| ReportError::Read {
-                path: p.to_path_buf(),
-                source,
-            })
-        };
-        let name = events.file_name().map_or_else(
-            || events.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        );
-        let mut m = Self::parse(&name, events, &read(events)?)?;
-        if let Some(p) = stats {
-            m.stats =
-                Some(
-                    serde_json::from_str(&read(p)?).map_err(|source| ReportError::Stats {
-                        path: p.to_path_buf(),
-                        source,
-                    })?,
-                );
-        }
-        Ok(m)
-    }
-
-    /// Stream seconds the page spans: the last event, gap or (with stats) audio end.
-    pub fn span_s(&self) -> f64 {
-        let ends = self
-            .utterances
-            .iter()
-            .map(|u| u.end_s)
-            .chain(self.gaps.iter().map(|g| g.end_s))
-            .chain(self.stats.iter().map(|s| s.audio_s));
-        ends.fold(0.0, f64::max)
-    }
-
-    pub fn flagged(&self) -> usize {
-        self.utterances.iter().filter(|u| u.sarcastic).count()
-    }
-
-    /// End of speech -> event (`latency_ms.total`) over the utterances.
-    pub fn latency(&self, stage: &str) -> Percentiles {
-        Percentiles::of(
-            self.utterances
-                .iter()
-                .filter_map(|u| u.latency_ms.get(stage).copied())
-                .collect(),
-        )
-    }
-
-    /// Where a missing id's speech was: after the previous id's event, before the next.
-    fn missing_between(&self, id: u64) -> (f64, f64) {
-        let before = self
-            .utterances
-            .iter()
-            .filter(|u| u.id < id)
-            .map(|u| u.end_s)
-            .fold(0.0, f64::max);
-        let after = self
-            .utterances
-            .iter()
-            .filter(|u| u.id > id)
-            .map(|u| u.start_s)
-            .fold(f64::INFINITY, f64::min);
-        (before, if after.is_finite() { after } else { before })
-    }
-}
+use super::*;
 
 /// Text as HTML text or attribute value: nothing in it can open a tag, end an
 /// attribute or start an entity.
@@ -303,11 +53,11 @@ pub fn clock(s: f64) -> String {
     }
 }
 
-fn score(p: Option<f64>) -> String {
+pub(super) fn score(p: Option<f64>) -> String {
     p.map_or_else(|| "-".into(), |p| format!("{p:.2}"))
 }
 
-fn base64(bytes: &[u8]) -> String {
+pub(super) fn base64(bytes: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for c in bytes.chunks(3) {
@@ -325,11 +75,11 @@ fn base64(bytes: &[u8]) -> String {
     out
 }
 
-fn csp_hash(source: &str) -> String {
+pub(super) fn csp_hash(source: &str) -> String {
     format!("'sha256-{}'", base64(&Sha256::digest(source.as_bytes())))
 }
 
-const STYLE: &str = r#"
+pub(super) const STYLE: &str = r#"
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1100px;padding:16px 20px;color:#222;background:#fff}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:22px 0 8px;border-bottom:1px solid #ddd;padding-bottom:3px}
 .meta{color:#555;margin:0 0 10px}
@@ -357,7 +107,7 @@ tr:target td{outline:2px solid #333}
 
 /// Shows an element's `data-tip` beside the pointer. The text goes in as
 /// `textContent`, never as markup.
-const SCRIPT: &str = r#"
+pub(super) const SCRIPT: &str = r#"
 (function () {
   var tip = document.getElementById('tip');
   document.addEventListener('mousemove', function (e) {
@@ -376,29 +126,29 @@ const SCRIPT: &str = r#"
 
 /// Seconds per timeline row: one row up to 5 minutes, 5-minute rows after that, so a
 /// long meeting stays readable instead of shrinking into one line.
-const ROW_MAX_S: f64 = 300.0;
-const SVG_W: f64 = 1000.0;
-const LANE_LABEL_W: f64 = 58.0;
-const PLOT_W: f64 = SVG_W - LANE_LABEL_W - 8.0;
+pub(super) const ROW_MAX_S: f64 = 300.0;
+pub(super) const SVG_W: f64 = 1000.0;
+pub(super) const LANE_LABEL_W: f64 = 58.0;
+pub(super) const PLOT_W: f64 = SVG_W - LANE_LABEL_W - 8.0;
 /// (name, height): the fused score, then one thin lane per view.
-const LANES: [(&str, f64); 4] = [
+pub(super) const LANES: [(&str, f64); 4] = [
     ("fused", 26.0),
     ("text", 10.0),
     ("audio", 10.0),
     ("video", 10.0),
 ];
-const LANE_GAP: f64 = 3.0;
-const AXIS_H: f64 = 16.0;
-const ROW_GAP: f64 = 14.0;
+pub(super) const LANE_GAP: f64 = 3.0;
+pub(super) const AXIS_H: f64 = 16.0;
+pub(super) const ROW_GAP: f64 = 14.0;
 
-fn tick_step_s(row_s: f64) -> f64 {
+pub(super) fn tick_step_s(row_s: f64) -> f64 {
     [5.0, 10.0, 15.0, 30.0, 60.0]
         .into_iter()
         .find(|&t| row_s / t <= 12.0)
         .unwrap_or(60.0)
 }
 
-fn utterance_tip(u: &Utterance) -> String {
+pub(super) fn utterance_tip(u: &Utterance) -> String {
     let mut s = format!(
         "#{} {}-{}  p_sarcastic {}{}\ntext {} / audio {} / video {}",
         u.id,
@@ -419,7 +169,7 @@ fn utterance_tip(u: &Utterance) -> String {
     s
 }
 
-fn timeline_svg(m: &Meeting) -> String {
+pub(super) fn timeline_svg(m: &Meeting) -> String {
     let span = m.span_s().max(1.0);
     let row_s = if span <= ROW_MAX_S {
         (span / 10.0).ceil() * 10.0
@@ -562,7 +312,7 @@ fn timeline_svg(m: &Meeting) -> String {
     s
 }
 
-fn latency_section(m: &Meeting) -> String {
+pub(super) fn latency_section(m: &Meeting) -> String {
     let mut s = String::from("<section id=\"latency\"><h2>Latency: end of speech to event</h2>\n");
     let total = m.latency("total");
     if total.n == 0 {
@@ -607,7 +357,7 @@ fn latency_section(m: &Meeting) -> String {
     s
 }
 
-fn drops_section(m: &Meeting) -> String {
+pub(super) fn drops_section(m: &Meeting) -> String {
     let mut s = String::from("<section id=\"drops\"><h2>Drops and gaps</h2>\n<ul>\n");
     if m.gaps.is_empty() {
         s.push_str("<li>No interval lost by the source (no <code>gap</code> event).</li>\n");
@@ -683,7 +433,7 @@ fn drops_section(m: &Meeting) -> String {
 }
 
 /// Transcript rows, gaps and missing utterances in time order.
-fn transcript_section(m: &Meeting) -> String {
+pub(super) fn transcript_section(m: &Meeting) -> String {
     enum Row<'a> {
         Utt(&'a Utterance),
         Gap(&'a Gap),
@@ -856,7 +606,7 @@ pub fn render_html(m: &Meeting) -> String {
 
 /// CSP hashes of every distinct `style="..."` attribute value in `body` (the colour
 /// chips), so the policy needs no `'unsafe-inline'`.
-fn chip_style_hashes(body: &str) -> String {
+pub(super) fn chip_style_hashes(body: &str) -> String {
     let mut seen = BTreeSet::new();
     let mut rest = body;
     while let Some(i) = rest.find("style=\"") {
@@ -866,145 +616,4 @@ fn chip_style_hashes(body: &str) -> String {
         rest = &after[j..];
     }
     seen.into_iter().map(csp_hash).collect::<Vec<_>>().join(" ")
-}
-
-pub fn write(m: &Meeting, out: &Path) -> Result<(), ReportError> {
-    std::fs::write(out, render_html(m)).map_err(|source| ReportError::Write {
-        path: out.to_path_buf(),
-        source,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn utt(id: u64, start: f64, end: f64, text: &str, p: f64) -> String {
-        serde_json::json!({
-            "type": "utterance", "id": id, "start_s": start, "end_s": end,
-            "transcript": text, "language": "en", "p_sarcastic": p, "sarcastic": p >= 0.5,
-            "threshold": 0.5, "views": {"text": p, "audio": 0.4, "video": null},
-            "latency_ms": {"endpoint": 256.0, "queue": 0.0, "asr": 3.0, "text": 2.0,
-                           "audio": 0.3, "video": 0.0, "fusion": 0.01, "total": 260.0 + id as f64},
-            "ready_ms": {"audio": 256.5, "text": 260.0, "video": null, "fused": 260.0},
-            "text_shed": false, "models": {}, "forced_split": false, "early_end": false,
-            "revises": null, "asr_segments": [], "asr_guards": [], "extras": null,
-        })
-        .to_string()
-    }
-
-    fn stream() -> String {
-        [
-            utt(0, 1.0, 3.0, "Good morning everyone.", 0.2),
-            utt(1, 4.0, 6.5, "Oh <script>alert('x')</script> great & \"fine\"", 0.8),
-            r#"{"type":"partial","id":2,"start_s":7.0,"end_s":7.5,"text":"the","language":"en","decode_ms":3.0}"#.to_string(),
-            // id 2 never arrives: dropped.
-            r#"{"type":"gap","source":"audio","start_s":9.0,"end_s":11.5,"reason":"device <gone> & back"}"#.to_string(),
-            utt(3, 12.0, 13.0, "", 0.1),
-            String::new(),
-        ]
-        .join("\n")
-    }
-
-    #[test]
-    fn the_stream_is_read_with_gaps_partials_and_missing_ids() {
-        let m = Meeting::parse("m.jsonl", Path::new("m.jsonl"), &stream()).unwrap();
-        assert_eq!(m.utterances.len(), 3);
-        assert_eq!(m.flagged(), 1);
-        assert_eq!(m.gaps.len(), 1);
-        assert_eq!(m.partials, 1);
-        assert_eq!(m.missing_ids, vec![2]);
-        assert_eq!(m.missing_between(2), (6.5, 12.0));
-        assert_eq!(m.latency("total").max, 263.0);
-        assert_eq!(m.span_s(), 13.0);
-    }
-
-    #[test]
-    fn a_revised_early_end_is_replaced_by_its_revision() {
-        let mut first: serde_json::Value =
-            serde_json::from_str(&utt(0, 1.0, 2.0, "Oh great.", 0.7)).unwrap();
-        first["early_end"] = true.into();
-        let mut second: serde_json::Value =
-            serde_json::from_str(&utt(1, 1.0, 4.0, "Oh great, the demo works.", 0.3)).unwrap();
-        second["revises"] = 0.into();
-        let text = format!("{first}\n{second}\n");
-        let m = Meeting::parse("m", Path::new("m"), &text).unwrap();
-        assert_eq!(m.revised, 1);
-        assert_eq!(m.utterances.len(), 1);
-        assert_eq!(m.utterances[0].id, 1);
-        assert!(m.missing_ids.is_empty());
-    }
-
-    #[test]
-    fn text_from_events_is_escaped_everywhere() {
-        let m = Meeting::parse("<b>m</b>.jsonl", Path::new("m"), &stream()).unwrap();
-        let html = render_html(&m);
-        assert!(
-            !html.contains("<script>alert"),
-            "raw transcript markup in the page"
-        );
-        assert!(!html.contains("<gone>") && !html.contains("<b>m</b>"));
-        assert!(html.contains(
-            "Oh &lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; great &amp; &quot;fine&quot;"
-        ));
-        assert!(html.contains("device &lt;gone&gt; &amp; back"));
-        // Only the page's own script element.
-        assert_eq!(html.matches("<script>").count(), 1);
-    }
-
-    #[test]
-    fn the_page_loads_nothing_from_elsewhere() {
-        let m = Meeting::parse("m", Path::new("m"), &stream()).unwrap();
-        let html = render_html(&m);
-        for bad in ["http:", "https:", " src=", "@import", "url(h", "//"] {
-            // `//` would start a protocol-relative URL; the script has no comments.
-            assert!(!html.contains(bad), "page contains {bad:?}");
-        }
-        assert!(html.contains("default-src 'none'"));
-        assert!(html.contains(&csp_hash(SCRIPT)));
-    }
-
-    #[test]
-    fn malformed_lines_are_named_by_line() {
-        let e =
-            Meeting::parse("m", Path::new("ev.jsonl"), "\n{\"type\":\"utterance\"}\n").unwrap_err();
-        assert!(
-            e.to_string().starts_with("ev.jsonl:2: a `utterance` event"),
-            "{e}"
-        );
-        let e = Meeting::parse("m", Path::new("ev.jsonl"), "not json").unwrap_err();
-        assert!(
-            e.to_string().starts_with("ev.jsonl:1: not a JSON event"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn colours_clock_and_base64() {
-        assert_eq!(score_colour(Some(0.0)), "#3168b0");
-        assert_eq!(score_colour(Some(0.5)), "#ececec");
-        assert_eq!(score_colour(Some(1.0)), "#c82424");
-        assert_eq!(score_colour(None), "#d9d9d9");
-        assert_eq!(clock(75.25), "1:15.2");
-        assert_eq!(clock(3725.0), "1:02:05.0");
-        assert_eq!(base64(b"Man"), "TWFu");
-        assert_eq!(base64(b"Ma"), "TWE=");
-        assert_eq!(base64(b"M"), "TQ==");
-        assert_eq!(base64(b""), "");
-    }
-
-    #[test]
-    fn long_meetings_wrap_into_rows_and_pieces_stay_inside() {
-        let lines: Vec<String> = (0..40)
-            .map(|i| utt(i, i as f64 * 17.0, i as f64 * 17.0 + 15.0, "x", 0.3))
-            .collect();
-        let m = Meeting::parse("m", Path::new("m"), &lines.join("\n")).unwrap();
-        let svg = timeline_svg(&m);
-        // 678 s -> three 5-minute rows; utterance 17 (289-304 s) spans two rows.
-        assert_eq!(svg.matches(r#"text-anchor="end">fused<"#).count(), 3);
-        assert_eq!(svg.matches(r#"data-id="17""#).count(), 2, "{svg}");
-        // Utterance 35 (595-610 s) spans rows 2 and 3 too: 40 utterances, 42 boxes.
-        assert_eq!(svg.matches(r#"data-id="35""#).count(), 2);
-        assert_eq!(svg.matches("class=\"utt").count(), 42);
-    }
 }

@@ -28,14 +28,15 @@ pub struct Measured {
 
 pub const MEASURED: &[Measured] = &[
     // firmware-config/rpi5.toml as shipped (base-q8_0, 1 thread, interim captions every
-    // 1.5 s): 310 events, p50 1164 ms, max 2543 ms, 0 audio drops, drained 1.1 s after the
-    // input ended, 0.48 CPU-s per audio-s of the 0.99-CPU quota, peak RSS 405 MB.
+    // 1.5 s, camera configured but absent): 310 events, p50 812 ms, max 2347 ms, none over
+    // the budget, 0 audio drops, drained 0.7 s after the input ended, 0.50 CPU-s per
+    // audio-s of the 0.99-CPU quota, peak RSS 406 MB.
     Measured {
         board: "rpi5",
         model: "base-q8_0",
         stream_step_ms: 1000,
         threads: 1,
-        latency_p95_ms: 2016,
+        latency_p95_ms: 1722,
         kept_up: true,
         source: "emulated Pi 5, 30-min live meeting, 2026-11-25, docs/boards.md",
     },

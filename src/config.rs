@@ -40,21 +40,9 @@ pub enum ConfigError {
     },
 }
 
-/// A field-level validation failure, before we know which file it came from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FieldError {
-    pub field: String,
-    pub reason: String,
-}
-
-impl FieldError {
-    pub fn new(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            reason: reason.into(),
-        }
-    }
-}
+/// Stages check their own sections with the leaf module's type; kept here too, so
+/// `config::FieldError` goes on naming it.
+pub use crate::validate::FieldError;
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]

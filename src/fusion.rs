@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tract_onnx::prelude::*;
 
-use crate::config::FieldError;
 use crate::extras::ExtrasHead;
 use crate::onnx::{self, InputSpec, OnnxError, Runnable};
+use crate::validate::FieldError;
 
 /// Feature versions this build produces.
 pub const TEXT_FEATURE_VERSION: &str = "usem3-512-v1";

@@ -38,5 +38,6 @@ pub mod shed;
 pub mod sinks;
 pub mod streaming;
 pub mod text;
+pub mod validate;
 pub mod video;
 pub mod vision;

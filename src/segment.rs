@@ -8,8 +8,8 @@ use thiserror::Error;
 use tract_onnx::prelude::*;
 
 use crate::audio::PIPELINE_RATE_HZ;
-use crate::config::FieldError;
 use crate::onnx::{self, InputSpec, OnnxError, Runnable};
+use crate::validate::FieldError;
 
 /// Silero's chunk at 16 kHz: 512 new samples (32 ms) ...
 pub const VAD_CHUNK: usize = 512;

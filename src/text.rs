@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tract_onnx::prelude::*;
 
-use crate::config::FieldError;
 use crate::onnx::{self, InputSpec, OnnxError, Runnable};
+use crate::validate::FieldError;
 
 pub const EMBEDDING_DIM: usize = 512;
 const BOS: i64 = 1;

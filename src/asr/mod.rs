@@ -22,7 +22,7 @@ use whisper_rs::{
 };
 
 use crate::audio::PIPELINE_RATE_HZ;
-use crate::config::FieldError;
+use crate::validate::FieldError;
 
 mod config;
 mod guards;

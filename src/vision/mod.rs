@@ -18,9 +18,9 @@ use thiserror::Error;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_core::model::TypedSimpleState;
 
-use crate::config::FieldError;
 use crate::models::{ModelError, ModelStore};
 use crate::onnx::{self, OnnxError, Runnable};
+use crate::validate::FieldError;
 use crate::video::{VideoFrame, MAX_FPS};
 
 pub use blazeface::Detection;

@@ -52,9 +52,9 @@ use thiserror::Error;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{broadcast, watch, Semaphore};
 
-use crate::config::FieldError;
 use crate::metrics::{self, Metrics};
 use crate::sinks::captions::CaptionsConfig;
+use crate::validate::FieldError;
 
 const OVERLAY_HTML: &str = include_str!("../../../assets/overlay.html");
 const MIN_TOKEN_LEN: usize = 16;

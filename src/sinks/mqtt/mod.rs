@@ -67,8 +67,8 @@ use rumqttc::{
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::config::FieldError;
 use crate::reconnect::{Backoff, BackoffPolicy};
+use crate::validate::FieldError;
 
 /// Closes in a row with the same event oldest unacknowledged before it is dropped.
 const MAX_CLOSES_UNACKED: u32 = 3;

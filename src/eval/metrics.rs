@@ -152,30 +152,45 @@ impl Baselines {
     }
 }
 
+/// One equal-width bin of predicted probability: how many items fell in it, the sum of
+/// their probabilities and of their labels (1 = sarcastic).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ReliabilityBin {
+    pub items: usize,
+    pub sum_p: f64,
+    pub sum_y: f64,
+}
+
+/// Items binned by predicted probability into `bins` equal-width bins (empty ones
+/// included, in order): what the ECE and the reliability diagram are both made of.
+pub fn reliability_bins(labels: &[bool], p: &[f64], bins: usize) -> Vec<ReliabilityBin> {
+    assert_eq!(labels.len(), p.len(), "one probability per label");
+    assert!(bins > 0, "at least one bin");
+    let mut out = vec![ReliabilityBin::default(); bins];
+    for (&y, &pi) in labels.iter().zip(p) {
+        let pi = pi.clamp(0.0, 1.0);
+        // p = 1.0 belongs to the last bin, not a bin past the end.
+        let b = &mut out[((pi * bins as f64) as usize).min(bins - 1)];
+        b.items += 1;
+        b.sum_p += pi;
+        b.sum_y += if y { 1.0 } else { 0.0 };
+    }
+    out
+}
+
 /// Expected calibration error: items binned by predicted probability into `bins`
 /// equal-width bins; the mean over bins of |accuracy of "sarcastic" - mean probability|,
 /// weighted by the bin's share of items.
 pub fn expected_calibration_error(labels: &[bool], p: &[f32], bins: usize) -> f64 {
-    assert_eq!(labels.len(), p.len(), "one probability per label");
-    assert!(bins > 0, "at least one bin");
+    let p: Vec<f64> = p.iter().map(|&x| f64::from(x)).collect();
+    let bins = reliability_bins(labels, &p, bins);
     if labels.is_empty() {
         return 0.0;
     }
-    let mut count = vec![0usize; bins];
-    let mut sum_p = vec![0f64; bins];
-    let mut sum_y = vec![0f64; bins];
-    for (&y, &pi) in labels.iter().zip(p) {
-        let pi = f64::from(pi).clamp(0.0, 1.0);
-        // p = 1.0 belongs to the last bin, not a bin past the end.
-        let b = ((pi * bins as f64) as usize).min(bins - 1);
-        count[b] += 1;
-        sum_p[b] += pi;
-        sum_y[b] += if y { 1.0 } else { 0.0 };
-    }
     let n = labels.len() as f64;
-    (0..bins)
-        .filter(|&b| count[b] > 0)
-        .map(|b| (sum_y[b] - sum_p[b]).abs() / n)
+    bins.iter()
+        .filter(|b| b.items > 0)
+        .map(|b| (b.sum_y - b.sum_p).abs() / n)
         .sum()
 }
 

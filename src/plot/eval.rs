@@ -10,7 +10,7 @@ use plotters::prelude::*;
 use serde::Deserialize;
 
 use super::{draw_err, read_json, series_colour, Legend, Mark, PlotError};
-use crate::eval::metrics::{expected_calibration_error, roc_auc};
+use crate::eval::metrics::{expected_calibration_error, reliability_bins, roc_auc};
 use crate::eval::{EvalReport, ECE_BINS};
 
 /// `eval`'s configuration keys drawn, and their names in the picture: each view
@@ -93,35 +93,29 @@ impl ScoredView {
     }
 
     pub fn auc(&self) -> Option<f64> {
-        let p: Vec<f32> = self.p.iter().map(|&x| x as f32).collect();
-        roc_auc(&self.labels, &p)
+        roc_auc(&self.labels, &self.p_f32())
     }
 
     pub fn ece(&self) -> f64 {
-        let p: Vec<f32> = self.p.iter().map(|&x| x as f32).collect();
-        expected_calibration_error(&self.labels, &p, ECE_BINS)
+        expected_calibration_error(&self.labels, &self.p_f32(), ECE_BINS)
     }
 
-    /// Reliability bins (the same equal-width bins as eval's ECE): per non-empty bin,
-    /// (mean predicted probability, observed share of sarcastic items, items).
+    /// Reliability bins (eval's ECE bins): per non-empty bin, (mean predicted
+    /// probability, observed share of sarcastic items, items).
     pub fn reliability(&self) -> Vec<(f64, f64, usize)> {
-        let mut count = [0usize; ECE_BINS];
-        let mut sum_p = [0f64; ECE_BINS];
-        let mut sum_y = [0f64; ECE_BINS];
-        for (&y, &p) in self.labels.iter().zip(&self.p) {
-            let p = p.clamp(0.0, 1.0);
-            let b = ((p * ECE_BINS as f64) as usize).min(ECE_BINS - 1);
-            count[b] += 1;
-            sum_p[b] += p;
-            sum_y[b] += f64::from(u8::from(y));
-        }
-        (0..ECE_BINS)
-            .filter(|&b| count[b] > 0)
+        reliability_bins(&self.labels, &self.p, ECE_BINS)
+            .into_iter()
+            .filter(|b| b.items > 0)
             .map(|b| {
-                let n = count[b] as f64;
-                (sum_p[b] / n, sum_y[b] / n, count[b])
+                let n = b.items as f64;
+                (b.sum_p / n, b.sum_y / n, b.items)
             })
             .collect()
+    }
+
+    /// The scores as eval's metrics take them.
+    fn p_f32(&self) -> Vec<f32> {
+        self.p.iter().map(|&x| x as f32).collect()
     }
 }
 
@@ -329,6 +323,11 @@ fn grey() -> RGBColor {
     RGBColor(110, 110, 110)
 }
 
+/// The dashed y = x line: a random or constant score's ROC, and perfect calibration.
+fn diagonal() -> DashedLineSeries<std::vec::IntoIter<(f64, f64)>, i32> {
+    DashedLineSeries::new(vec![(0.0, 0.0), (1.0, 1.0)], 6, 4, grey().stroke_width(1))
+}
+
 fn draw_roc<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     pic: &EvalPicture,
@@ -342,14 +341,7 @@ where
         "false positive rate",
         "true positive rate",
     )?;
-    chart
-        .draw_series(DashedLineSeries::new(
-            vec![(0.0, 0.0), (1.0, 1.0)],
-            6,
-            4,
-            grey().stroke_width(1),
-        ))
-        .map_err(draw_err)?;
+    chart.draw_series(diagonal()).map_err(draw_err)?;
     for (i, v) in pic.views.iter().enumerate() {
         let pts = v.roc_points();
         if pts.is_empty() {
@@ -375,14 +367,7 @@ where
         "predicted probability (bin mean)",
         "observed share sarcastic",
     )?;
-    chart
-        .draw_series(DashedLineSeries::new(
-            vec![(0.0, 0.0), (1.0, 1.0)],
-            6,
-            4,
-            grey().stroke_width(1),
-        ))
-        .map_err(draw_err)?;
+    chart.draw_series(diagonal()).map_err(draw_err)?;
     let rate = pic.class_rate;
     chart
         .draw_series(DashedLineSeries::new(

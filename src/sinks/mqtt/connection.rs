@@ -204,15 +204,7 @@ pub(super) fn on_connack(sh: &Shared, in_outage: bool) -> bool {
     if st.shutting_down {
         // Flush what we hold, then say we are gone; no "online" in between.
         sh.pump(&mut st);
-        let queued = sh.hand_control(
-            &mut st,
-            &sh.topics.status,
-            QoS::AtLeastOnce,
-            true,
-            STATUS_OFFLINE.into(),
-            Kind::Offline,
-        );
-        st.offline_acked = !queued;
+        sh.hand_offline(&mut st);
     } else {
         sh.hand_control(
             &mut st,

@@ -67,6 +67,7 @@ use rumqttc::{
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::lock::LockOrRecover;
 use crate::reconnect::{Backoff, BackoffPolicy};
 use crate::validate::FieldError;
 
@@ -250,7 +251,21 @@ struct Shared {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic elsewhere must not turn every later publish into a panic.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock_or_recover()
+    }
+
+    /// Hands the retained "offline" status to rumqttc. When it cannot even be queued
+    /// there is no acknowledgement to wait for, so it counts as done.
+    fn hand_offline(&self, st: &mut State) {
+        let queued = self.hand_control(
+            st,
+            &self.topics.status,
+            QoS::AtLeastOnce,
+            true,
+            STATUS_OFFLINE.into(),
+            Kind::Offline,
+        );
+        st.offline_acked = !queued;
     }
 
     /// Hands queued events to rumqttc while connected and the window has room.
@@ -483,16 +498,7 @@ impl MqttSink {
         let mut st = sh.lock();
         st.shutting_down = true;
         if st.connected {
-            let queued = sh.hand_control(
-                &mut st,
-                &sh.topics.status,
-                QoS::AtLeastOnce,
-                true,
-                STATUS_OFFLINE.into(),
-                Kind::Offline,
-            );
-            // Without it we could only wait for the timeout; nothing to wait for then.
-            st.offline_acked = !queued;
+            sh.hand_offline(&mut st);
         }
         // Else: the client thread publishes "offline" if it connects before the deadline.
         loop {

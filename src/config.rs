@@ -32,17 +32,14 @@ pub enum ConfigError {
         column: usize,
         message: String,
     },
-    #[error("{path}: invalid value for `{field}`: {reason}")]
-    Invalid {
-        path: PathBuf,
-        field: String,
-        reason: String,
-    },
+    /// Every invalid value in the file, not only the first.
+    #[error("{path}: {problems}")]
+    Invalid { path: PathBuf, problems: Problems },
 }
 
 /// Stages check their own sections with the leaf module's type; kept here too, so
 /// `config::FieldError` goes on naming it.
-pub use crate::validate::FieldError;
+pub use crate::validate::{FieldError, Problems, Validate};
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -280,10 +277,9 @@ impl Config {
                 message: e.message().to_string(),
             }
         })?;
-        cfg.validate().map_err(|fe| ConfigError::Invalid {
+        cfg.validate().map_err(|problems| ConfigError::Invalid {
             path: path.to_path_buf(),
-            field: fe.field,
-            reason: fe.reason,
+            problems,
         })?;
         Ok(cfg)
     }
@@ -309,15 +305,23 @@ impl Config {
         )
     }
 
-    pub fn validate(&self) -> Result<(), FieldError> {
+    /// Every problem in the file, in the order of its sections.
+    pub fn validate(&self) -> Result<(), Problems> {
+        let mut problems = Problems::default();
+        self.check(&mut problems);
+        problems.into_result()
+    }
+
+    fn check(&self, problems: &mut Problems) {
         match &self.source {
             SourceConfig::Stdin { sample_rate_hz, .. } => {
-                crate::audio::validate_rate(*sample_rate_hz)
-                    .map_err(|r| FieldError::new("source.sample_rate_hz", r))?;
+                if let Err(r) = crate::audio::validate_rate(*sample_rate_hz) {
+                    problems.push("source.sample_rate_hz", r);
+                }
             }
             SourceConfig::Wav { path, .. } => {
                 if path.as_os_str().is_empty() {
-                    return Err(FieldError::new("source.path", "must name a WAV file"));
+                    problems.push("source.path", "must name a WAV file");
                 }
             }
             SourceConfig::Mic {
@@ -327,96 +331,73 @@ impl Config {
                 reconnect_max_ms,
             } => {
                 if device.as_deref().is_some_and(|d| d.trim().is_empty()) {
-                    return Err(FieldError::new(
+                    problems.push(
                         "source.device",
                         "is empty: leave it out for the system default input, or give an index or name from `sarcasmd devices`",
-                    ));
+                    );
                 }
                 if !(100..=60_000).contains(stall_timeout_ms) {
-                    return Err(FieldError::new(
-                        "source.stall_timeout_ms",
-                        "must be within 100..=60000",
-                    ));
+                    problems.push("source.stall_timeout_ms", "must be within 100..=60000");
                 }
                 if !(10..=60_000).contains(reconnect_initial_ms) {
-                    return Err(FieldError::new(
-                        "source.reconnect_initial_ms",
-                        "must be within 10..=60000",
-                    ));
+                    problems.push("source.reconnect_initial_ms", "must be within 10..=60000");
                 }
                 if !(*reconnect_initial_ms..=600_000).contains(reconnect_max_ms) {
-                    return Err(FieldError::new(
+                    problems.push(
                         "source.reconnect_max_ms",
                         "must be within reconnect_initial_ms..=600000",
-                    ));
+                    );
                 }
             }
         }
         if !(100..=120_000).contains(&self.buffers.ring_ms) {
-            return Err(FieldError::new(
-                "buffers.ring_ms",
-                "must be within 100..=120000",
-            ));
+            problems.push("buffers.ring_ms", "must be within 100..=120000");
         }
         if !(1..=1024).contains(&self.buffers.utterance_queue) {
-            return Err(FieldError::new(
-                "buffers.utterance_queue",
-                "must be within 1..=1024",
-            ));
+            problems.push("buffers.utterance_queue", "must be within 1..=1024");
         }
         if !(1..=65_536).contains(&self.buffers.event_queue) {
-            return Err(FieldError::new(
-                "buffers.event_queue",
-                "must be within 1..=65536",
-            ));
+            problems.push("buffers.event_queue", "must be within 1..=65536");
         }
         if !(self.context.seconds >= 0.0 && self.context.seconds <= 120.0) {
-            return Err(FieldError::new(
-                "context.seconds",
-                "must be within 0..=120 seconds",
-            ));
+            problems.push("context.seconds", "must be within 0..=120 seconds");
         }
         if self.output.events.is_empty() {
-            return Err(FieldError::new(
-                "output.events",
-                "use \"-\" for stdout or a file path",
-            ));
+            problems.push("output.events", "use \"-\" for stdout or a file path");
         }
-        self.segment.validate()?;
-        self.asr.validate()?;
-        self.prosody
-            .validate()
-            .map_err(|e| FieldError::new("prosody", e.to_string()))?;
-        self.text.validate()?;
-        self.fusion.validate()?;
-        self.vision.validate()?;
+        self.segment.check(problems);
+        self.asr.check(problems);
+        if let Err(e) = self.prosody.validate() {
+            problems.push("prosody", e.to_string());
+        }
+        self.text.check(problems);
+        self.fusion.check(problems);
+        self.vision.check(problems);
         if self.budget.event_latency_ms > 600_000 {
-            return Err(FieldError::new(
+            problems.push(
                 "budget.event_latency_ms",
                 "must be at most 600000 (0 = no budget)",
-            ));
+            );
         }
         if !(0.0..=60.0).contains(&self.budget.shed_vision_fps) {
-            return Err(FieldError::new(
+            problems.push(
                 "budget.shed_vision_fps",
                 "must be within 0..=60 (0 = keep the camera rate while shedding)",
-            ));
+            );
         }
         if !(1..=1000).contains(&self.budget.recover_after) {
-            return Err(FieldError::new(
-                "budget.recover_after",
-                "must be within 1..=1000 utterances",
-            ));
+            problems.push("budget.recover_after", "must be within 1..=1000 utterances");
         }
         if !self.budget.board.is_empty()
             && !crate::boards::BOARDS.contains(&self.budget.board.as_str())
         {
-            return Err(FieldError::new(
+            problems.push(
                 "budget.board",
                 format!("must be one of {:?} (or left out)", crate::boards::BOARDS),
-            ));
+            );
         }
-        self.captions.validate(self.output.include_transcript)?;
+        self.captions
+            .check(self.output.include_transcript, problems);
         if self.output.events != "-" {
             let events = Path::new(&self.output.events);
             for (field, p) in [
@@ -424,16 +405,15 @@ impl Config {
                 ("captions.srt", &self.captions.srt),
             ] {
                 if p.as_deref() == Some(events) {
-                    return Err(FieldError::new(
+                    problems.push(
                         field,
                         "is the same file as output.events: the JSON lines and the captions would interleave",
-                    ));
+                    );
                 }
             }
         }
-        self.http.validate()?;
-        self.mqtt.validate()?;
-        Ok(())
+        self.http.check(problems);
+        self.mqtt.check(problems);
     }
 }
 
@@ -467,6 +447,38 @@ mod tests {
     fn out_of_range_names_field() {
         let err = Config::parse("[fusion]\nthreshold = 1.5\n", Path::new("a.toml")).unwrap_err();
         assert!(err.to_string().contains("fusion.threshold"), "{err}");
+    }
+
+    #[test]
+    fn every_invalid_value_is_reported_not_only_the_first() {
+        let text = "[segment]\nthreshold = 2.0\n[fusion]\nthreshold = 1.5\nprior = 0.0\n\
+                    [http]\nenabled = true\nreplay_last = 1000\n[mqtt]\ntopic_prefix = \"$SYS/x\"\n";
+        let err = Config::parse(text, Path::new("room.toml")).unwrap_err();
+        let ConfigError::Invalid { problems, .. } = &err else {
+            panic!("{err}")
+        };
+        let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "segment.threshold",
+                "fusion.threshold",
+                "fusion.prior",
+                "http.replay_last",
+                "mqtt.topic_prefix"
+            ]
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("room.toml: 5 invalid values:\n  `segment.threshold`: "),
+            "{msg}"
+        );
+        // One problem keeps the one-line form that scripts and older docs quote.
+        let one = Config::parse("[text]\nmax_tokens = 1\n", Path::new("a.toml")).unwrap_err();
+        assert_eq!(
+            one.to_string(),
+            "a.toml: invalid value for `text.max_tokens`: must be within 8..=512"
+        );
     }
 
     #[test]

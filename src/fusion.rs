@@ -14,7 +14,7 @@ use tract_onnx::prelude::*;
 
 use crate::extras::ExtrasHead;
 use crate::onnx::{self, InputSpec, OnnxError, Runnable};
-use crate::validate::FieldError;
+use crate::validate::{Problems, Validate};
 
 /// Feature versions this build produces.
 pub const TEXT_FEATURE_VERSION: &str = "usem3-512-v1";
@@ -56,19 +56,6 @@ impl Default for FusionConfig {
 }
 
 impl FusionConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
-        if !(self.threshold > 0.0 && self.threshold < 1.0) {
-            return Err(FieldError::new("fusion.threshold", "must be within (0, 1)"));
-        }
-        if !(self.prior >= 0.01 && self.prior <= 0.99) {
-            return Err(FieldError::new(
-                "fusion.prior",
-                "must be within [0.01, 0.99]: the expected share of sarcastic utterances (0.5 = balanced)",
-            ));
-        }
-        Ok(())
-    }
-
     /// The threshold on `p_sarcastic` that `sarcastic` uses: `threshold` moved by the
     /// room's prior in log-odds.
     pub fn effective_threshold(&self) -> f32 {
@@ -93,6 +80,20 @@ impl FusionConfig {
             return PACKAGED_HEADS_DIR.into();
         }
         built
+    }
+}
+
+impl Validate for FusionConfig {
+    fn check(&self, problems: &mut Problems) {
+        if !(self.threshold > 0.0 && self.threshold < 1.0) {
+            problems.push("fusion.threshold", "must be within (0, 1)");
+        }
+        if !(self.prior >= 0.01 && self.prior <= 0.99) {
+            problems.push(
+                "fusion.prior",
+                "must be within [0.01, 0.99]: the expected share of sarcastic utterances (0.5 = balanced)",
+            );
+        }
     }
 }
 

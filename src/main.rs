@@ -338,11 +338,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 cfg.asr.language = l;
             }
             let origin = config.unwrap_or_else(|| PathBuf::from("<command line>"));
-            cfg.validate().map_err(|fe| {
+            cfg.validate().map_err(|problems| {
                 DaemonError::Config(sarcasmd::config::ConfigError::Invalid {
                     path: origin,
-                    field: fe.field,
-                    reason: fe.reason,
+                    problems,
                 })
             })?;
             let stop = install_stop_handler()?;

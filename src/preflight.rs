@@ -14,27 +14,22 @@ use std::path::Path;
 
 use thiserror::Error;
 
-use crate::config::{Config, FieldError, SourceConfig};
+use crate::config::{Config, FieldError, Problems, SourceConfig};
 use crate::file_kind;
 use crate::fusion::Fusion;
 use crate::models::ModelStore;
 use crate::vision::VisionSourceConfig;
 
-/// The first problem found, named by its config field.
+/// Every problem found, each named by its config field.
 #[derive(Debug, Error)]
 pub enum PreflightError {
-    /// A file the config names is missing, of the wrong kind, or unusable.
-    #[error("`{}`: {}", .0.field, .0.reason)]
-    Config(FieldError),
-    /// A model or head is missing or of the wrong size (`scripts/fetch-models.sh`).
-    #[error("`{}`: {}", .0.field, .0.reason)]
-    Models(FieldError),
-}
-
-impl From<FieldError> for PreflightError {
-    fn from(e: FieldError) -> Self {
-        PreflightError::Config(e)
-    }
+    /// Files the config names are missing, of the wrong kind, or unusable (model
+    /// problems found as well are listed too).
+    #[error("{}", .0.describe("", "problems"))]
+    Config(Problems),
+    /// Only models or heads are missing or of the wrong size (`scripts/fetch-models.sh`).
+    #[error("{}", .0.describe("", "problems"))]
+    Models(Problems),
 }
 
 /// Everything, for `validate` and reloads: an output in a missing directory is refused.
@@ -55,42 +50,57 @@ enum Outputs {
 }
 
 fn check_with(cfg: &Config, outputs: Outputs) -> Result<(), PreflightError> {
+    let mut config = Problems::default();
     if let SourceConfig::Wav { path, .. } = &cfg.source {
-        input_file("source.path", path)?;
+        config.add(input_file("source.path", path));
     }
     if let VisionSourceConfig::File { path, .. } = &cfg.vision.source {
-        input_file("vision.source.path", path)?;
+        config.add(input_file("vision.source.path", path));
     }
     if cfg.output.events != "-" {
-        output_file("output.events", Path::new(&cfg.output.events), outputs)?;
+        config.add(output_file(
+            "output.events",
+            Path::new(&cfg.output.events),
+            outputs,
+        ));
     }
     for (field, path) in [
         ("captions.vtt", &cfg.captions.vtt),
         ("captions.srt", &cfg.captions.srt),
     ] {
         if let Some(p) = path {
-            output_file(field, p, outputs)?;
+            config.add(output_file(field, p, outputs));
         }
     }
     if cfg.http.enabled {
         if let Some(p) = &cfg.http.token_file {
-            crate::sinks::http::read_token_file(p)
-                .map_err(|e| field_error("http.token_file", e))?;
+            if let Err(e) = crate::sinks::http::read_token_file(p) {
+                config.add(Err(field_error("http.token_file", e)));
+            }
         }
     }
     if cfg.mqtt.enabled {
         if let (Some(_), Some(p)) = (&cfg.mqtt.username, &cfg.mqtt.password_file) {
-            crate::sinks::mqtt::read_password_file(p)
-                .map_err(|e| field_error("mqtt.password_file", e))?;
+            if let Err(e) = crate::sinks::mqtt::read_password_file(p) {
+                config.add(Err(field_error("mqtt.password_file", e)));
+            }
         }
         if let Some(tls) = &cfg.mqtt.tls {
-            crate::sinks::mqtt::rustls_config(tls).map_err(|e| field_error("mqtt.tls", e))?;
+            if let Err(e) = crate::sinks::mqtt::rustls_config(tls) {
+                config.add(Err(field_error("mqtt.tls", e)));
+            }
         }
     }
-    models(cfg).map_err(PreflightError::Models)?;
-    Fusion::load(&cfg.fusion, cfg.text.enabled, cfg.vision.enabled())
-        .map_err(|e| PreflightError::Models(FieldError::new("fusion.heads_dir", e.to_string())))?;
-    Ok(())
+    let mut models_missing = Problems::default();
+    models_missing.add(models(cfg));
+    if let Err(e) = Fusion::load(&cfg.fusion, cfg.text.enabled, cfg.vision.enabled()) {
+        models_missing.push("fusion.heads_dir", e.to_string());
+    }
+    if !config.is_empty() {
+        config.extend(models_missing);
+        return Err(PreflightError::Config(config));
+    }
+    models_missing.into_result().map_err(PreflightError::Models)
 }
 
 /// The error under `field`, without the field name the sink's own message starts with.

@@ -9,7 +9,7 @@ use tract_onnx::prelude::*;
 
 use crate::audio::PIPELINE_RATE_HZ;
 use crate::onnx::{self, InputSpec, OnnxError, Runnable};
-use crate::validate::FieldError;
+use crate::validate::{Problems, Validate};
 
 /// Silero's chunk at 16 kHz: 512 new samples (32 ms) ...
 pub const VAD_CHUNK: usize = 512;
@@ -59,26 +59,19 @@ impl Default for SegmentConfig {
     }
 }
 
-impl SegmentConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl SegmentConfig {}
+
+impl Validate for SegmentConfig {
+    fn check(&self, problems: &mut Problems) {
         let unit = |v: f32| (0.0..=1.0).contains(&v);
         if !unit(self.threshold) || self.threshold == 0.0 {
-            return Err(FieldError::new(
-                "segment.threshold",
-                "must be within (0, 1]",
-            ));
+            problems.push("segment.threshold", "must be within (0, 1]");
         }
         if !unit(self.neg_threshold) || self.neg_threshold > self.threshold {
-            return Err(FieldError::new(
-                "segment.neg_threshold",
-                "must be within [0, threshold]",
-            ));
+            problems.push("segment.neg_threshold", "must be within [0, threshold]");
         }
         if self.hangover_ms < CHUNK_MS as u32 || self.hangover_ms > 5_000 {
-            return Err(FieldError::new(
-                "segment.hangover_ms",
-                "must be within 32..=5000",
-            ));
+            problems.push("segment.hangover_ms", "must be within 32..=5000");
         }
         // Above `hangover_ms` it simply has no effect (the full hangover ends speech
         // first), so a config with a short hangover written before this key existed
@@ -86,30 +79,26 @@ impl SegmentConfig {
         if self.sentence_end_hangover_ms != 0
             && !(CHUNK_MS as u32..=5_000).contains(&self.sentence_end_hangover_ms)
         {
-            return Err(FieldError::new(
+            problems.push(
                 "segment.sentence_end_hangover_ms",
                 "must be 0 (off) or within 32..=5000",
-            ));
+            );
         }
         if self.pre_roll_ms > 2_000 || self.post_roll_ms > 2_000 {
-            return Err(FieldError::new(
+            problems.push(
                 "segment.pre_roll_ms",
                 "pre_roll_ms and post_roll_ms must be at most 2000",
-            ));
+            );
         }
         if !(1_000..=60_000).contains(&self.max_utterance_ms) {
-            return Err(FieldError::new(
+            problems.push(
                 "segment.max_utterance_ms",
                 "must be within 1000..=60000 (Whisper sees at most 30 s)",
-            ));
+            );
         }
         if self.min_speech_ms >= self.max_utterance_ms {
-            return Err(FieldError::new(
-                "segment.min_speech_ms",
-                "must be below max_utterance_ms",
-            ));
+            problems.push("segment.min_speech_ms", "must be below max_utterance_ms");
         }
-        Ok(())
     }
 }
 

@@ -9,7 +9,7 @@ use thiserror::Error;
 use tract_onnx::prelude::*;
 
 use crate::onnx::{self, InputSpec, OnnxError, Runnable};
-use crate::validate::FieldError;
+use crate::validate::{Problems, Validate};
 
 pub const EMBEDDING_DIM: usize = 512;
 const BOS: i64 = 1;
@@ -33,12 +33,11 @@ impl Default for TextConfig {
     }
 }
 
-impl TextConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for TextConfig {
+    fn check(&self, problems: &mut Problems) {
         if !(8..=512).contains(&self.max_tokens) {
-            return Err(FieldError::new("text.max_tokens", "must be within 8..=512"));
+            problems.push("text.max_tokens", "must be within 8..=512");
         }
-        Ok(())
     }
 }
 

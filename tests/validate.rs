@@ -200,3 +200,42 @@ fn paths_that_are_not_regular_files_are_refused_by_kind_at_once() {
         );
     }
 }
+
+/// One round of fixes, not one per mistake (issue 27, item 2): every invalid value of a
+/// file is named, and then every file it names that this machine cannot use.
+#[test]
+fn validate_names_every_problem_not_only_the_first() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let values = dir.join("values.toml");
+    std::fs::write(
+        &values,
+        "[segment]\nmax_utterance_ms = 100000\n[fusion]\nprior = 2.0\n[captions]\nrotate_mb = 0\n",
+    )
+    .unwrap();
+    let out = validate(&values);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("3 invalid values"), "{err}");
+    for field in ["segment.max_utterance_ms", "fusion.prior", "captions.rotate_mb"] {
+        assert!(err.contains(&format!("`{field}`")), "{field} missing: {err}");
+    }
+
+    let files = dir.join("files.toml");
+    std::fs::write(
+        &files,
+        format!(
+            "[output]\nevents = \"{}\"\n[http]\nenabled = true\ntoken_file = \"{}/missing-token\"\n",
+            dir.display(),
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let out = validate(&files);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("2 problems"), "{err}");
+    for field in ["output.events", "http.token_file"] {
+        assert!(err.contains(&format!("`{field}`")), "{field} missing: {err}");
+    }
+}

@@ -63,109 +63,6 @@ impl Default for AsrConfig {
 pub const KNOWN_MODELS: &[&str] = &["tiny.en", "tiny.en-q8_0", "base", "base-q8_0"];
 
 impl AsrConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
-        if !KNOWN_MODELS.contains(&self.model.as_str()) {
-            return Err(FieldError::new(
-                "asr.model",
-                format!("`{}` is not one of {}", self.model, KNOWN_MODELS.join(", ")),
-            ));
-        }
-        match self.language.as_str() {
-            "en" => {}
-            "de" | "auto" if self.model.contains(".en") => {
-                return Err(FieldError::new(
-                    "asr.language",
-                    format!(
-                        "`{}` needs a multilingual model; `{}` is English-only (use `base` or `base-q8_0`)",
-                        self.language, self.model
-                    ),
-                ))
-            }
-            "de" | "auto" => {}
-            other => {
-                return Err(FieldError::new(
-                    "asr.language",
-                    format!("`{other}` is not one of en, de, auto"),
-                ))
-            }
-        }
-        if self.interim_every_ms != 0 && !(300..=10_000).contains(&self.interim_every_ms) {
-            return Err(FieldError::new(
-                "asr.interim_every_ms",
-                "must be 0 (off) or within 300..=10000",
-            ));
-        }
-        if self.stream_step_ms != 0 && !(300..=5_000).contains(&self.stream_step_ms) {
-            return Err(FieldError::new(
-                "asr.stream_step_ms",
-                "must be 0 (one-shot decoding) or within 300..=5000",
-            ));
-        }
-        if self.auto_languages.is_empty() {
-            return Err(FieldError::new(
-                "asr.auto_languages",
-                "must name at least one language",
-            ));
-        }
-        for l in &self.auto_languages {
-            if whisper_rs::get_lang_id(l).is_none() {
-                return Err(FieldError::new(
-                    "asr.auto_languages",
-                    format!("`{l}` is not a Whisper language code"),
-                ));
-            }
-        }
-        if !self.fallback_model.is_empty() {
-            let field = "asr.fallback_model";
-            if !KNOWN_MODELS.contains(&self.fallback_model.as_str()) {
-                return Err(FieldError::new(
-                    field,
-                    format!(
-                        "`{}` is not one of {} (or empty for none)",
-                        self.fallback_model,
-                        KNOWN_MODELS.join(", ")
-                    ),
-                ));
-            }
-            if model_cost_rank(&self.fallback_model) >= model_cost_rank(&self.model) {
-                return Err(FieldError::new(
-                    field,
-                    format!(
-                        "`{}` is not smaller than asr.model `{}` (smallest first: {})",
-                        self.fallback_model,
-                        self.model,
-                        BY_COST.join(", ")
-                    ),
-                ));
-            }
-            if self.language != "en" && self.fallback_model.contains(".en") {
-                return Err(FieldError::new(
-                    field,
-                    format!(
-                        "`{}` is English-only but asr.language is `{}`",
-                        self.fallback_model, self.language
-                    ),
-                ));
-            }
-        }
-        if !(1..=16).contains(&self.threads) {
-            return Err(FieldError::new("asr.threads", "must be within 1..=16"));
-        }
-        if self.final_threads > 16 {
-            return Err(FieldError::new(
-                "asr.final_threads",
-                "must be within 0..=16 (0 = asr.threads)",
-            ));
-        }
-        if !(0.0..=1.0).contains(&self.no_speech_threshold) {
-            return Err(FieldError::new(
-                "asr.no_speech_threshold",
-                "must be within 0..=1",
-            ));
-        }
-        Ok(())
-    }
-
     /// whisper.cpp threads for a decode of this urgency.
     pub fn threads_for(&self, urgency: Urgency) -> u32 {
         match urgency {
@@ -183,6 +80,104 @@ impl AsrConfig {
     /// The model-store name of the fallback model, if one is configured.
     pub fn fallback_store_name(&self) -> Option<String> {
         (!self.fallback_model.is_empty()).then(|| format!("whisper-{}", self.fallback_model))
+    }
+}
+
+impl Validate for AsrConfig {
+    fn check(&self, problems: &mut Problems) {
+        if !KNOWN_MODELS.contains(&self.model.as_str()) {
+            problems.push(
+                "asr.model",
+                format!("`{}` is not one of {}", self.model, KNOWN_MODELS.join(", ")),
+            );
+        }
+        match self.language.as_str() {
+            "en" => {}
+            "de" | "auto" if self.model.contains(".en") => {
+                problems.push(
+                    "asr.language",
+                    format!(
+                        "`{}` needs a multilingual model; `{}` is English-only (use `base` or `base-q8_0`)",
+                        self.language, self.model
+                    ),
+                );
+            }
+            "de" | "auto" => {}
+            other => {
+                problems.push(
+                    "asr.language",
+                    format!("`{other}` is not one of en, de, auto"),
+                );
+            }
+        }
+        if self.interim_every_ms != 0 && !(300..=10_000).contains(&self.interim_every_ms) {
+            problems.push(
+                "asr.interim_every_ms",
+                "must be 0 (off) or within 300..=10000",
+            );
+        }
+        if self.stream_step_ms != 0 && !(300..=5_000).contains(&self.stream_step_ms) {
+            problems.push(
+                "asr.stream_step_ms",
+                "must be 0 (one-shot decoding) or within 300..=5000",
+            );
+        }
+        if self.auto_languages.is_empty() {
+            problems.push("asr.auto_languages", "must name at least one language");
+        }
+        for l in &self.auto_languages {
+            if whisper_rs::get_lang_id(l).is_none() {
+                problems.push(
+                    "asr.auto_languages",
+                    format!("`{l}` is not a Whisper language code"),
+                );
+            }
+        }
+        if !self.fallback_model.is_empty() {
+            let field = "asr.fallback_model";
+            if !KNOWN_MODELS.contains(&self.fallback_model.as_str()) {
+                problems.push(
+                    field,
+                    format!(
+                        "`{}` is not one of {} (or empty for none)",
+                        self.fallback_model,
+                        KNOWN_MODELS.join(", ")
+                    ),
+                );
+            }
+            if model_cost_rank(&self.fallback_model) >= model_cost_rank(&self.model) {
+                problems.push(
+                    field,
+                    format!(
+                        "`{}` is not smaller than asr.model `{}` (smallest first: {})",
+                        self.fallback_model,
+                        self.model,
+                        BY_COST.join(", ")
+                    ),
+                );
+            }
+            if self.language != "en" && self.fallback_model.contains(".en") {
+                problems.push(
+                    field,
+                    format!(
+                        "`{}` is English-only but asr.language is `{}`",
+                        self.fallback_model, self.language
+                    ),
+                );
+            }
+        }
+        if !(1..=16).contains(&self.threads) {
+            problems.push("asr.threads", "must be within 1..=16");
+        }
+        if self.final_threads > 16 {
+            problems.push(
+                "asr.final_threads",
+                "must be within 0..=16 (0 = asr.threads)",
+            );
+        }
+        if !(0.0..=1.0).contains(&self.no_speech_threshold) {
+            problems.push("asr.no_speech_threshold", "must be within 0..=1");
+        }
     }
 }
 

@@ -22,7 +22,7 @@ use whisper_rs::{
 };
 
 use crate::audio::PIPELINE_RATE_HZ;
-use crate::validate::FieldError;
+use crate::validate::{Problems, Validate};
 
 mod config;
 mod guards;

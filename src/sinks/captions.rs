@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::event::UtteranceEvent;
-use crate::validate::FieldError;
+use crate::validate::Problems;
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -59,45 +59,40 @@ impl CaptionsConfig {
         self.vtt.is_some() || self.srt.is_some()
     }
 
-    pub fn validate(&self, include_transcript: bool) -> Result<(), FieldError> {
+    /// Every problem of this section (captions are transcripts, so they need
+    /// `output.include_transcript`).
+    pub fn check(&self, include_transcript: bool, problems: &mut Problems) {
         if self.enabled() && !include_transcript {
-            return Err(FieldError::new(
+            problems.push(
                 "captions",
                 "captions are transcripts: remove captions.vtt/captions.srt or set output.include_transcript = true",
-            ));
+            );
         }
         if let Some(s) = &self.speaker {
             if s.trim().is_empty() || s.contains(['<', '>', '&', '\n']) || s.contains("-->") {
-                return Err(FieldError::new(
+                problems.push(
                     "captions.speaker",
                     "must be a non-empty name without <, >, &, newlines or -->",
-                ));
+                );
             }
         }
         if !(1_000..=30_000).contains(&self.max_cue_ms) {
-            return Err(FieldError::new(
-                "captions.max_cue_ms",
-                "must be within 1000..=30000",
-            ));
+            problems.push("captions.max_cue_ms", "must be within 1000..=30000");
         }
         if !(1..=MAX_ROTATE_MB).contains(&self.rotate_mb) {
-            return Err(FieldError::new(
+            problems.push(
                 "captions.rotate_mb",
                 format!(
                     "must be within 1..={MAX_ROTATE_MB} (a caption file is served whole to the overlay's clients; \
                      64 MB holds months of meetings)"
                 ),
-            ));
+            );
         }
         if let (Some(a), Some(b)) = (&self.vtt, &self.srt) {
             if a == b {
-                return Err(FieldError::new(
-                    "captions.srt",
-                    "must be a different file from captions.vtt",
-                ));
+                problems.push("captions.srt", "must be a different file from captions.vtt");
             }
         }
-        Ok(())
     }
 }
 
@@ -773,7 +768,11 @@ mod tests {
             vtt: Some("x.vtt".into()),
             ..Default::default()
         };
-        assert_eq!(cfg.validate(false).unwrap_err().field, "captions");
-        assert!(cfg.validate(true).is_ok());
+        let mut p = Problems::default();
+        cfg.check(false, &mut p);
+        assert_eq!(p.first().unwrap().field, "captions");
+        let mut p = Problems::default();
+        cfg.check(true, &mut p);
+        assert!(p.is_empty());
     }
 }

@@ -20,7 +20,7 @@ use tract_onnx::tract_core::model::TypedSimpleState;
 
 use crate::models::{ModelError, ModelStore};
 use crate::onnx::{self, OnnxError, Runnable};
-use crate::validate::FieldError;
+use crate::validate::{Problems, Validate};
 use crate::video::{VideoFrame, MAX_FPS};
 
 pub use blazeface::Detection;
@@ -91,38 +91,30 @@ impl VisionConfig {
     pub fn enabled(&self) -> bool {
         !matches!(self.source, VisionSourceConfig::None)
     }
+}
 
-    pub fn validate(&self) -> Result<(), FieldError> {
+impl Validate for VisionConfig {
+    fn check(&self, problems: &mut Problems) {
         if !(self.analyse_fps > 0.0 && self.analyse_fps <= MAX_FPS) {
-            return Err(FieldError::new(
+            problems.push(
                 "vision.analyse_fps",
                 format!("must be within (0, {MAX_FPS}]"),
-            ));
+            );
         }
         if let VisionSourceConfig::File { path, offset_s } = &self.source {
             if path.as_os_str().is_empty() {
-                return Err(FieldError::new(
-                    "vision.source.path",
-                    "must name a video file",
-                ));
+                problems.push("vision.source.path", "must name a video file");
             }
             if !offset_s.is_finite() {
-                return Err(FieldError::new(
-                    "vision.source.offset_s",
-                    "must be a number",
-                ));
+                problems.push("vision.source.offset_s", "must be a number");
             }
         }
         if self.frame_queue == 0 {
-            return Err(FieldError::new("vision.frame_queue", "must be at least 1"));
+            problems.push("vision.frame_queue", "must be at least 1");
         }
         if !(self.min_face_score > 0.0 && self.min_face_score < 1.0) {
-            return Err(FieldError::new(
-                "vision.min_face_score",
-                "must be within (0, 1)",
-            ));
+            problems.push("vision.min_face_score", "must be within (0, 1)");
         }
-        Ok(())
     }
 }
 

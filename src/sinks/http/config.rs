@@ -58,54 +58,56 @@ impl HttpConfig {
             )
         })
     }
+}
 
-    pub fn validate(&self) -> Result<(), FieldError> {
-        let addr = self.bind_addr()?;
+impl Validate for HttpConfig {
+    fn check(&self, problems: &mut Problems) {
+        let addr = match self.bind_addr() {
+            Ok(a) => Some(a),
+            Err(e) => {
+                problems.push(e.field, e.reason);
+                None
+            }
+        };
         if self.token.is_some() && self.token_file.is_some() {
-            return Err(FieldError::new(
+            problems.push(
                 "http.token",
                 "set either http.token or http.token_file, not both",
-            ));
+            );
         }
         if let Some(t) = &self.token {
-            check_token(t).map_err(|r| FieldError::new("http.token", r))?;
+            if let Err(r) = check_token(t) {
+                problems.push("http.token", r);
+            }
         }
-        if self.enabled
-            && !addr.ip().is_loopback()
-            && self.token.is_none()
-            && self.token_file.is_none()
-        {
-            return Err(FieldError::new(
+        if let Some(addr) = addr.filter(|a| {
+            self.enabled
+                && !a.ip().is_loopback()
+                && self.token.is_none()
+                && self.token_file.is_none()
+        }) {
+            problems.push(
                 "http.bind",
                 format!(
                     "{addr} is reachable from the network and the listener serves transcripts: \
                      set http.token or http.token_file (>= {MIN_TOKEN_LEN} characters), or bind 127.0.0.1"
                 ),
-            ));
+            );
         }
         if !(0..=100).contains(&self.replay_last) {
-            return Err(FieldError::new(
-                "http.replay_last",
-                "must be within 0..=100",
-            ));
+            problems.push("http.replay_last", "must be within 0..=100");
         }
         if !(16..=65_536).contains(&self.client_buffer) {
-            return Err(FieldError::new(
-                "http.client_buffer",
-                "must be within 16..=65536",
-            ));
+            problems.push("http.client_buffer", "must be within 16..=65536");
         }
         if !(1..=MAX_CONNECTIONS_LIMIT).contains(&self.max_connections) {
-            return Err(FieldError::new(
+            problems.push(
                 "http.max_connections",
                 format!("must be within 1..={MAX_CONNECTIONS_LIMIT}"),
-            ));
+            );
         }
         if !(1_000..=120_000).contains(&self.header_timeout_ms) {
-            return Err(FieldError::new(
-                "http.header_timeout_ms",
-                "must be within 1000..=120000",
-            ));
+            problems.push("http.header_timeout_ms", "must be within 1000..=120000");
         }
         for h in &self.allowed_hosts {
             let ok = !h.is_empty()
@@ -113,13 +115,12 @@ impl HttpConfig {
                 && h.chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-.:[]".contains(c));
             if !ok {
-                return Err(FieldError::new(
+                problems.push(
                     "http.allowed_hosts",
                     format!("`{h}` is not a host name or address (e.g. \"room1.lan\", no scheme, port or path)"),
-                ));
+                );
             }
         }
-        Ok(())
     }
 }
 

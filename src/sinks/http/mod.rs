@@ -54,7 +54,7 @@ use tokio::sync::{broadcast, watch, Semaphore};
 
 use crate::metrics::{self, Metrics};
 use crate::sinks::captions::CaptionsConfig;
-use crate::validate::FieldError;
+use crate::validate::{FieldError, Problems, Validate};
 
 const OVERLAY_HTML: &str = include_str!("../../../assets/overlay.html");
 const MIN_TOKEN_LEN: usize = 16;

@@ -69,108 +69,6 @@ impl Default for MqttConfig {
 }
 
 impl MqttConfig {
-    pub fn validate(&self) -> Result<(), FieldError> {
-        if self.host.trim().is_empty() {
-            return Err(FieldError::new("mqtt.host", "must not be empty"));
-        }
-        if self.port == 0 {
-            return Err(FieldError::new(
-                "mqtt.port",
-                "must be within 1..=65535 (1883 plain, 8883 TLS)",
-            ));
-        }
-        check_topic_prefix("mqtt.topic_prefix", &self.topic_prefix)?;
-        if self.ha_discovery {
-            check_topic_prefix("mqtt.discovery_prefix", &self.discovery_prefix)?;
-        }
-        if self.device_id().is_empty() {
-            return Err(FieldError::new(
-                "mqtt.device_id",
-                "is empty after keeping only [A-Za-z0-9_-]; set device_id explicitly",
-            ));
-        }
-        if self.device_id().len() > 64 {
-            return Err(FieldError::new(
-                "mqtt.device_id",
-                "must be at most 64 characters",
-            ));
-        }
-        if let Some(id) = &self.client_id {
-            if id.trim().is_empty() || id.len() > 128 {
-                return Err(FieldError::new(
-                    "mqtt.client_id",
-                    "must be 1..=128 characters (omit it for sarcasmd-<device_id>)",
-                ));
-            }
-        }
-        if self.offline_queue == 0 || self.offline_queue > 1_000_000 {
-            return Err(FieldError::new(
-                "mqtt.offline_queue",
-                "must be within 1..=1000000",
-            ));
-        }
-        if self.password.is_some() && self.password_file.is_some() {
-            return Err(FieldError::new(
-                "mqtt.password_file",
-                "set either password or password_file, not both",
-            ));
-        }
-        match &self.username {
-            Some(u) if u.is_empty() => {
-                return Err(FieldError::new(
-                    "mqtt.username",
-                    "must not be empty (omit it to connect anonymously)",
-                ))
-            }
-            None if self.password.is_some() || self.password_file.is_some() => {
-                return Err(FieldError::new(
-                    "mqtt.username",
-                    "is required when a password or password_file is set",
-                ))
-            }
-            _ => {}
-        }
-        if let Some(tls) = &self.tls {
-            if tls.ca_file.as_os_str().is_empty() {
-                return Err(FieldError::new("mqtt.tls.ca_file", "must not be empty"));
-            }
-            match (&tls.client_cert, &tls.client_key) {
-                (Some(_), None) => {
-                    return Err(FieldError::new(
-                        "mqtt.tls.client_key",
-                        "is required when client_cert is set",
-                    ))
-                }
-                (None, Some(_)) => {
-                    return Err(FieldError::new(
-                        "mqtt.tls.client_cert",
-                        "is required when client_key is set",
-                    ))
-                }
-                _ => {}
-            }
-        }
-        if self.reconnect_min_ms < 10 {
-            return Err(FieldError::new(
-                "mqtt.reconnect_min_ms",
-                "must be at least 10 (lower would spin on a dead broker)",
-            ));
-        }
-        if self.reconnect_max_ms > 3_600_000 {
-            return Err(FieldError::new(
-                "mqtt.reconnect_max_ms",
-                "must be at most 3600000 (1 h)",
-            ));
-        }
-        if self.reconnect_min_ms > self.reconnect_max_ms {
-            return Err(FieldError::new(
-                "mqtt.reconnect_min_ms",
-                "must not exceed reconnect_max_ms",
-            ));
-        }
-        Ok(())
-    }
-
     /// The configured device id, or the host name, sanitised to `[A-Za-z0-9_-]`.
     pub fn device_id(&self) -> String {
         match &self.device_id {
@@ -193,6 +91,94 @@ impl MqttConfig {
     /// How often the daemon should call `publish_stats`; None = only at shutdown.
     pub fn stats_interval(&self) -> Option<Duration> {
         (self.stats_interval_s > 0).then(|| Duration::from_secs(self.stats_interval_s.into()))
+    }
+}
+
+impl Validate for MqttConfig {
+    fn check(&self, problems: &mut Problems) {
+        if self.host.trim().is_empty() {
+            problems.push("mqtt.host", "must not be empty");
+        }
+        if self.port == 0 {
+            problems.push(
+                "mqtt.port",
+                "must be within 1..=65535 (1883 plain, 8883 TLS)",
+            );
+        }
+        problems.add(check_topic_prefix("mqtt.topic_prefix", &self.topic_prefix));
+        if self.ha_discovery {
+            problems.add(check_topic_prefix(
+                "mqtt.discovery_prefix",
+                &self.discovery_prefix,
+            ));
+        }
+        if self.device_id().is_empty() {
+            problems.push(
+                "mqtt.device_id",
+                "is empty after keeping only [A-Za-z0-9_-]; set device_id explicitly",
+            );
+        }
+        if self.device_id().len() > 64 {
+            problems.push("mqtt.device_id", "must be at most 64 characters");
+        }
+        if let Some(id) = &self.client_id {
+            if id.trim().is_empty() || id.len() > 128 {
+                problems.push(
+                    "mqtt.client_id",
+                    "must be 1..=128 characters (omit it for sarcasmd-<device_id>)",
+                );
+            }
+        }
+        if self.offline_queue == 0 || self.offline_queue > 1_000_000 {
+            problems.push("mqtt.offline_queue", "must be within 1..=1000000");
+        }
+        if self.password.is_some() && self.password_file.is_some() {
+            problems.push(
+                "mqtt.password_file",
+                "set either password or password_file, not both",
+            );
+        }
+        match &self.username {
+            Some(u) if u.is_empty() => {
+                problems.push(
+                    "mqtt.username",
+                    "must not be empty (omit it to connect anonymously)",
+                );
+            }
+            None if self.password.is_some() || self.password_file.is_some() => {
+                problems.push(
+                    "mqtt.username",
+                    "is required when a password or password_file is set",
+                );
+            }
+            _ => {}
+        }
+        if let Some(tls) = &self.tls {
+            if tls.ca_file.as_os_str().is_empty() {
+                problems.push("mqtt.tls.ca_file", "must not be empty");
+            }
+            match (&tls.client_cert, &tls.client_key) {
+                (Some(_), None) => {
+                    problems.push("mqtt.tls.client_key", "is required when client_cert is set");
+                }
+                (None, Some(_)) => {
+                    problems.push("mqtt.tls.client_cert", "is required when client_key is set");
+                }
+                _ => {}
+            }
+        }
+        if self.reconnect_min_ms < 10 {
+            problems.push(
+                "mqtt.reconnect_min_ms",
+                "must be at least 10 (lower would spin on a dead broker)",
+            );
+        }
+        if self.reconnect_max_ms > 3_600_000 {
+            problems.push("mqtt.reconnect_max_ms", "must be at most 3600000 (1 h)");
+        }
+        if self.reconnect_min_ms > self.reconnect_max_ms {
+            problems.push("mqtt.reconnect_min_ms", "must not exceed reconnect_max_ms");
+        }
     }
 }
 

@@ -69,7 +69,7 @@ use thiserror::Error;
 
 use crate::lock::LockOrRecover;
 use crate::reconnect::{Backoff, BackoffPolicy};
-use crate::validate::FieldError;
+use crate::validate::{FieldError, Problems, Validate};
 
 /// Closes in a row with the same event oldest unacknowledged before it is dropped.
 const MAX_CLOSES_UNACKED: u32 = 3;

@@ -319,7 +319,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-pub use crate::streaming::normalise_words;
+pub use crate::words::normalise_words;
 
 /// Word-level edit distance.
 pub fn word_edits(reference: &[String], hypothesis: &[String]) -> usize {

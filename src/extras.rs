@@ -13,7 +13,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use tract_onnx::prelude::*;
 
-use crate::fusion::{read_checked, HeadError, HeadMeta, TEXT_FEATURE_VERSION};
+use crate::heads::{read_checked, HeadError, HeadMeta, TEXT_FEATURE_VERSION};
 use crate::onnx::{self, InputSpec, Runnable};
 
 pub const EXTRAS_HEAD: &str = "extras_head";
@@ -229,7 +229,7 @@ impl ExtrasHead {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fusion::DEFAULT_HEADS_DIR;
+    use crate::heads::DEFAULT_HEADS_DIR;
 
     fn shipped() -> ExtrasHead {
         ExtrasHead::load(Path::new(DEFAULT_HEADS_DIR)).expect("models/heads/extras_head")

@@ -27,6 +27,7 @@
 
 use crate::asr::{AsrError, AsrSegment, AsrStream, AsrWord, Transcript, Urgency};
 use crate::audio::PIPELINE_RATE_HZ;
+use crate::words::normalise_word;
 
 const RATE: f64 = PIPELINE_RATE_HZ as f64;
 
@@ -54,23 +55,6 @@ pub const LONG_STRETCH_S: f64 = 8.0;
 /// by agreement: Whisper revises the last second most (seen: two decodes 0.35 s apart
 /// of 1.3 s of onset agreeing on the same wrong words).
 pub const COMMIT_LAG_S: f64 = 1.0;
-
-/// Word text for comparing hypotheses: case and punctuation vary between decodes of
-/// the same speech ("Yeah," then "yeah.") and must not block agreement.
-pub fn normalise_word(w: &str) -> String {
-    w.chars()
-        .filter(|c| c.is_alphanumeric() || *c == '\'')
-        .flat_map(char::to_lowercase)
-        .collect()
-}
-
-/// Lowercase words of letters, digits and apostrophes (WER, caption revisions).
-pub fn normalise_words(s: &str) -> Vec<String> {
-    s.split_whitespace()
-        .map(normalise_word)
-        .filter(|w| !w.is_empty())
-        .collect()
-}
 
 /// LocalAgreement-2 over word hypotheses in stream time. Pure: no model inside, so the
 /// commit rules are tested with hand-made hypotheses.

@@ -12,7 +12,8 @@ use sarcasmd::asr::Transcript;
 use sarcasmd::audio::WavSource;
 use sarcasmd::bench::SamplesSource;
 use sarcasmd::config::Config;
-use sarcasmd::streaming::{normalise_words, StreamingAsr};
+use sarcasmd::streaming::StreamingAsr;
+use sarcasmd::words::normalise_words;
 
 /// The longest span (in words, case and punctuation aside) said twice in a row.
 fn longest_doubled_span(text: &str) -> usize {

@@ -217,8 +217,15 @@ fn validate_names_every_problem_not_only_the_first() {
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("3 invalid values"), "{err}");
-    for field in ["segment.max_utterance_ms", "fusion.prior", "captions.rotate_mb"] {
-        assert!(err.contains(&format!("`{field}`")), "{field} missing: {err}");
+    for field in [
+        "segment.max_utterance_ms",
+        "fusion.prior",
+        "captions.rotate_mb",
+    ] {
+        assert!(
+            err.contains(&format!("`{field}`")),
+            "{field} missing: {err}"
+        );
     }
 
     let files = dir.join("files.toml");
@@ -236,6 +243,9 @@ fn validate_names_every_problem_not_only_the_first() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("2 problems"), "{err}");
     for field in ["output.events", "http.token_file"] {
-        assert!(err.contains(&format!("`{field}`")), "{field} missing: {err}");
+        assert!(
+            err.contains(&format!("`{field}`")),
+            "{field} missing: {err}"
+        );
     }
 }

@@ -77,7 +77,7 @@ pub fn remove_doubled_spans(segments: &mut Vec<AsrSegment>) -> bool {
     let (at, words): (Vec<usize>, Vec<String>) = pieces
         .iter()
         .enumerate()
-        .map(|(i, (_, p))| (i, crate::streaming::normalise_word(p)))
+        .map(|(i, (_, p))| (i, crate::words::normalise_word(p)))
         .filter(|(_, w)| !w.is_empty())
         .unzip();
     let mut i = 0;

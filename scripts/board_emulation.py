@@ -26,6 +26,9 @@ import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The audio ring's drop in a run summary: `dropped_samples` since the drop registry
+# (src/drops.rs), `ring_samples` in summaries recorded before it.
+RING_DROP_KEYS = ("dropped_samples", "ring_samples")
 BOARDS = ["rpi5", "rpi4"]
 HTTP_PORT = {"rpi5": 0, "rpi4": 1}  # + --port-base: the profiles' overlay/metrics, one port each
 
@@ -154,8 +157,8 @@ def table(res, host_ms, a):
         fmt = lambda x: "-" if x is None else f"{x:.0f}"  # noqa: E731
         L.append(f"| {b} ({r['profile']}) | {quota.group(1) if quota else '?'} CPUs | {bp} | {ev.get('n', '-')} | "
                  f"{fmt(lat.get('p50'))} / {fmt(lat.get('p95'))} / {fmt(lat.get('max'))} | {r.get('budget_ms', '-')} | "
-                 f"{st.get('budget_violations', '-')} | {drops.get('ring_samples', '-')} | "
-                 f"{sum(v for k, v in drops.items() if k != 'ring_samples') if drops else '-'} | "
+                 f"{st.get('budget_violations', '-')} | {drops.get('dropped_samples', drops.get('ring_samples', '-'))} | "
+                 f"{sum(v for k, v in drops.items() if k not in RING_DROP_KEYS) if drops else '-'} | "
                  f"{shed_taken(shed)}; streaming steps shed {(st.get('streaming') or {}).get('steps_shed', '-')}, skipped busy {(st.get('streaming') or {}).get('steps_skipped_busy', '-')} | {ev.get('text_shed', '-')} | "
                  f"{sm.get('timing', {}).get('drain_after_eof_s', '-')} | {sm.get('timing', {}).get('cpu_s_per_audio_s', '-')} | "
                  f"{st.get('peak_rss_mb', 0):.0f} | {cs.get('nr_throttled', '-')} of {cs.get('nr_periods', '-')} |")

@@ -15,6 +15,7 @@ use crate::audio::{
     ReconnectingSource, WavSource,
 };
 use crate::config::{Config, ConfigError, SourceConfig};
+use crate::drops::DropReason;
 use crate::event::{EventSink, JsonLinesSink};
 use crate::metrics::Metrics;
 use crate::pipeline::{self, Counters, Engine, EngineError, PipelineError, RunOptions, RunStats};
@@ -111,7 +112,7 @@ pub fn open_frames(
                 },
                 Instant::now(),
             );
-            let _ = counters.camera.set(opener.counters());
+            counters.drops.attach(opener.counters());
             // A camera missing at start is retried with backoff while audio runs.
             Ok(Box::new(ReconnectingFrameSource::new(
                 opener,
@@ -237,6 +238,7 @@ impl Outputs {
                 ))
             });
             let h = Hub::new(&cfg.http, &device);
+            counters.drops.attach(h.clone());
             if let Some(m) = &m {
                 m.attach_hub(h.clone());
             }
@@ -250,7 +252,9 @@ impl Outputs {
             hub = Some(h);
         }
         let mqtt = if cfg.mqtt.enabled {
-            Some(Arc::new(MqttSink::start(&cfg.mqtt)?))
+            let m = MqttSink::start(&cfg.mqtt)?;
+            counters.drops.attach(m.drop_source());
+            Some(Arc::new(m))
         } else {
             None
         };
@@ -348,7 +352,7 @@ impl Outputs {
                         s.published,
                         s.failed,
                         s.reconnect_attempts,
-                        s.dropped_queue_full
+                        s.drops.get(DropReason::MqttOfflineQueueFull)
                     );
                 }
                 Err(_) => {
@@ -362,8 +366,9 @@ impl Outputs {
     }
 }
 
-/// Counters as JSON for the MQTT stats topic.
-fn live_stats(c: &Counters, started: Instant) -> serde_json::Value {
+/// Counters as JSON for the MQTT stats topic. `dropped` is every registered drop
+/// ([`crate::drops::DropReason`]) by the name the run summary and `/metrics` use.
+pub fn live_stats(c: &Counters, started: Instant) -> serde_json::Value {
     let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     let audio_s = get(&c.samples_in) as f64 / crate::audio::PIPELINE_RATE_HZ as f64;
     let cpu_s = crate::resources::cpu_seconds();
@@ -374,11 +379,7 @@ fn live_stats(c: &Counters, started: Instant) -> serde_json::Value {
         "cpu_s_per_audio_s": if audio_s > 0.0 { cpu_s / audio_s } else { 0.0 },
         "utterances": get(&c.utterances),
         "events": get(&c.events),
-        "dropped": {
-            "ring_samples": get(&c.ring_dropped_samples),
-            "utterances_queue_full": get(&c.utterances_dropped_queue_full),
-            "partials_asr_busy": get(&c.partials_skipped_busy),
-        },
+        "dropped": c.drops.snapshot(),
         "peak_rss_mb": crate::resources::peak_rss_mb(),
     })
 }
@@ -527,7 +528,7 @@ fn run_with_stop(
     log::info!("source: {}", source.describe());
     let outputs = Outputs::start(cfg)?;
     if let Some(m) = opened.mic_counters {
-        let _ = outputs.counters.mic.set(m);
+        outputs.counters.drops.attach(m);
     }
     let http_addr = outputs.server.as_ref().map(|s| s.local_addr());
     outputs.status("loading");

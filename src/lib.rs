@@ -14,6 +14,7 @@ pub mod config;
 pub mod context;
 pub mod daemon;
 pub mod devices;
+pub mod drops;
 pub mod eval;
 pub mod event;
 pub mod extras;

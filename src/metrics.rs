@@ -21,6 +21,7 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use crate::drops::{DropCounts, DropReason, MetricFamily};
 use crate::event::UtteranceEvent;
 use crate::pipeline::Counters;
 use crate::sinks::http::Hub;
@@ -211,6 +212,29 @@ fn family(
     Ok(())
 }
 
+/// Every registered drop ([`crate::drops::DropReason`]) in the family its reason
+/// names, so `/metrics` cannot list a drop the run summary and MQTT stats do not.
+pub(crate) fn encode_drops(enc: &mut DescriptorEncoder, counts: &DropCounts) -> fmt::Result {
+    for r in DropReason::ALL
+        .iter()
+        .filter(|r| r.family() == MetricFamily::Own)
+    {
+        counter(enc, r.name(), r.help(), counts.get(*r))?;
+    }
+    for fam in [MetricFamily::DroppedEvents, MetricFamily::DeviceDropped] {
+        let (Some(name), Some(label)) = (fam.metric(), fam.label()) else {
+            continue;
+        };
+        let items: Vec<(&str, f64)> = counts
+            .iter()
+            .filter(|(r, _)| r.family() == fam)
+            .map(|(r, n)| (r.name(), n as f64))
+            .collect();
+        family(enc, name, fam.help(), MetricType::Counter, label, &items)?;
+    }
+    Ok(())
+}
+
 /// Resident set size now, from `/proc/self/statm` (pages).
 fn rss_bytes() -> Option<f64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
@@ -273,50 +297,9 @@ impl Collector for LiveCollector {
             "Failed writes or opens of the events file (disk full, path missing); lines wait in a backlog",
             get(&c.events_file_errors),
         )?;
-        counter(
-            &mut enc,
-            "dropped_samples",
-            "Audio samples dropped because the ring between source and segmenter was full (live sources)",
-            get(&c.ring_dropped_samples),
-        )?;
-        let (lagged, clients) = self
-            .hub
-            .get()
-            .map_or((0, 0), |h| (h.lagged_events(), h.clients()));
+        let clients = self.hub.get().map_or(0, |h| h.clients());
         let mqtt = self.mqtt.lock_or_recover().clone();
-        family(
-            &mut enc,
-            "dropped_events",
-            "Events or requests dropped by a full bounded queue, by reason",
-            MetricType::Counter,
-            "reason",
-            &[
-                (
-                    "utterance_queue_full",
-                    get(&c.utterances_dropped_queue_full) as f64,
-                ),
-                ("partial_asr_busy", get(&c.partials_skipped_busy) as f64),
-                ("partial_stale", get(&c.partials_stale) as f64),
-                (
-                    "partial_event_queue_full",
-                    get(&c.partials_dropped_queue_full) as f64,
-                ),
-                ("sse_client_lagged", lagged as f64),
-                (
-                    "events_file_backlog_full",
-                    get(&c.events_file_dropped) as f64,
-                ),
-                (
-                    "mqtt_offline_queue_full",
-                    mqtt.as_ref().map_or(0.0, |m| m.dropped_queue_full as f64),
-                ),
-                (
-                    "mqtt_refused",
-                    mqtt.as_ref().map_or(0.0, |m| m.dropped_refused as f64),
-                ),
-                ("frame_queue_full", get(&c.vision.frames_dropped) as f64),
-            ],
-        )?;
+        encode_drops(&mut enc, &c.drops.snapshot())?;
         let v = &c.vision;
         family(
             &mut enc,
@@ -329,22 +312,6 @@ impl Collector for LiveCollector {
                 ("skipped_rate", get(&v.frames_skipped) as f64),
                 ("analysed", get(&v.frames_analysed) as f64),
                 ("with_face", get(&v.frames_with_face) as f64),
-            ],
-        )?;
-        let mic = c.mic.get().cloned().unwrap_or_default();
-        let cam = c.camera.get().cloned().unwrap_or_default();
-        family(
-            &mut enc,
-            "device_dropped",
-            "Lost at the device, by what: microphone samples the capture callback could not store (ring full), ALSA xruns, camera frames over 15 fps, undecodable, or not taken in time",
-            MetricType::Counter,
-            "what",
-            &[
-                ("mic_overrun_samples", get(&mic.overrun_samples) as f64),
-                ("mic_xruns", get(&mic.xruns) as f64),
-                ("camera_over_rate", get(&cam.dropped_rate) as f64),
-                ("camera_corrupt", get(&cam.dropped_corrupt) as f64),
-                ("camera_backlog", get(&cam.dropped_backlog) as f64),
             ],
         )?;
         counter(

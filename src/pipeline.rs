@@ -5,14 +5,14 @@
 //!
 //! Queues and their full policies:
 //! - audio ring (lock-free, `buffers.ring_ms`): a live source drops the new samples and
-//!   counts them (`dropped.ring_samples`); file and pipe sources wait for space.
+//!   counts them (`dropped.dropped_samples`); file and pipe sources wait for space.
 //! - utterance queue (`buffers.utterance_queue`): a live stream drops the newest
-//!   utterance and counts it (`dropped.utterances_queue_full`); files wait.
+//!   utterance and counts it (`dropped.utterance_queue_full`); files wait.
 //! - event queue (`buffers.event_queue`): the analyser waits for the sink (events are
 //!   the product; they are never dropped). Interim (partial) text is best-effort: it is
-//!   dropped and counted when the queue is full (`partials_dropped_queue_full`).
+//!   dropped and counted when the queue is full (`partial_event_queue_full`).
 //! - interim request queue (capacity 1): while the interim decoder is busy, newer
-//!   requests are skipped and counted (`partials_skipped_busy`); the next one carries
+//!   requests are skipped and counted (`partial_asr_busy`); the next one carries
 //!   all the audio so far anyway.
 //! - streaming step queue (capacity 1, `asr.stream_step_ms` > 0): the analyser decodes
 //!   the utterance in progress between finished utterances, which always go first. A
@@ -41,6 +41,7 @@ use crate::asr::{AsrError, AsrModel, AsrStream, Urgency};
 use crate::audio::{AudioError, AudioSource, PIPELINE_RATE_HZ};
 use crate::config::Config;
 use crate::context::{ContextStore, ContextTranscript};
+use crate::drops::{DropReason, DropRegistry};
 use crate::event::{
     EventSink, GapEvent, LatencyMs, PartialEvent, ReadyMs, UtteranceEvent, UtteranceFeatures, Views,
 };
@@ -265,16 +266,11 @@ impl Engine {
 #[derive(Debug, Default)]
 pub struct Counters {
     pub samples_in: AtomicU64,
-    pub ring_dropped_samples: AtomicU64,
     pub utterances: AtomicU64,
     pub too_short: AtomicU64,
-    pub utterances_dropped_queue_full: AtomicU64,
     pub events: AtomicU64,
     pub empty_transcripts: AtomicU64,
     pub partials: AtomicU64,
-    pub partials_skipped_busy: AtomicU64,
-    pub partials_stale: AtomicU64,
-    pub partials_dropped_queue_full: AtomicU64,
     /// Streaming steps decoded, skipped while the analyser was busy, not sent while
     /// finished utterances waited (load shedding), or arrived after their utterance.
     pub stream_steps: AtomicU64,
@@ -297,15 +293,15 @@ pub struct Counters {
     pub event_queue_depth: AtomicU64,
     pub source_running: AtomicBool,
     pub budget_violations: AtomicU64,
-    /// Events file writes that failed, and lines dropped from its full backlog.
+    /// Events file writes that failed (lines dropped from its full backlog are in
+    /// `drops`).
     pub events_file_errors: AtomicU64,
-    pub events_file_dropped: AtomicU64,
     pub vision: VisionCounters,
     /// Load shedding steps taken and the work they skipped.
     pub shed: crate::shed::ShedCounters,
-    /// Device-level drops, set when the stream uses a microphone / camera.
-    pub mic: std::sync::OnceLock<Arc<crate::audio::MicCounters>>,
-    pub camera: std::sync::OnceLock<Arc<crate::video::CameraCounters>>,
+    /// Every drop of the run, by reason: the pipeline's own, and those of the devices
+    /// and sinks attached to it. The run summary, `/metrics` and MQTT stats all read it.
+    pub drops: DropRegistry,
     /// Intervals a live source lost (device gone or stalled) and their total length.
     pub source_gaps: AtomicU64,
     pub source_gap_ms: AtomicU64,
@@ -348,6 +344,8 @@ pub struct RunStats {
     pub too_short: u64,
     pub partials: u64,
     pub empty_transcripts: u64,
+    /// Every drop of the run by its registered name ([`crate::drops::DropReason`]),
+    /// zeros included: the same names as `/metrics` and MQTT stats.
     pub dropped: BTreeMap<String, u64>,
     pub stages: BTreeMap<String, StageSummary>,
     /// Events whose end-of-speech -> event latency exceeded `budget.event_latency_ms`.
@@ -591,6 +589,7 @@ pub fn run_stream_av(
                         frame_tx,
                         oldest,
                         vc,
+                        &gap_counters.drops,
                         pacing,
                         &halted,
                         &mut on_gap,
@@ -668,8 +667,8 @@ pub fn run_stream_av(
                             if !rest.is_empty() {
                                 if live {
                                     src_counters
-                                        .ring_dropped_samples
-                                        .fetch_add(rest.len() as u64, Ordering::Relaxed);
+                                        .drops
+                                        .add(DropReason::DroppedSamples, rest.len() as u64);
                                     break;
                                 }
                                 if halted() {
@@ -1006,7 +1005,7 @@ pub fn run_stream_av(
                 Emitted::Partial(p) => {
                     // The final event of this utterance already went out.
                     if last_final.is_some_and(|l| p.id <= l) {
-                        counters.partials_stale.fetch_add(1, Ordering::Relaxed);
+                        counters.drops.add(DropReason::PartialStale, 1);
                         continue;
                     }
                     if sink_err.is_none() {
@@ -1078,51 +1077,6 @@ pub fn run_stream_av(
     result?;
 
     let c = &counters;
-    let mut dropped = BTreeMap::new();
-    dropped.insert(
-        "ring_samples".into(),
-        c.ring_dropped_samples.load(Ordering::Relaxed),
-    );
-    dropped.insert(
-        "utterances_queue_full".into(),
-        c.utterances_dropped_queue_full.load(Ordering::Relaxed),
-    );
-    dropped.insert(
-        "events_file_backlog_full".into(),
-        c.events_file_dropped.load(Ordering::Relaxed),
-    );
-    if vision_on {
-        dropped.insert(
-            "frames_queue_full".into(),
-            c.vision.frames_dropped.load(Ordering::Relaxed),
-        );
-    }
-    if let Some(m) = c.mic.get() {
-        dropped.insert(
-            "mic_overrun_samples".into(),
-            m.overrun_samples.load(Ordering::Relaxed),
-        );
-        dropped.insert("mic_xruns".into(), m.xruns.load(Ordering::Relaxed));
-    }
-    if let Some(cam) = c.camera.get() {
-        dropped.insert(
-            "camera_corrupt_frames".into(),
-            cam.dropped_corrupt.load(Ordering::Relaxed),
-        );
-        dropped.insert(
-            "camera_backlog_frames".into(),
-            cam.dropped_backlog.load(Ordering::Relaxed),
-        );
-    }
-    if interim_on {
-        for (k, v) in [
-            ("partials_asr_busy", &c.partials_skipped_busy),
-            ("partials_stale", &c.partials_stale),
-            ("partials_event_queue_full", &c.partials_dropped_queue_full),
-        ] {
-            dropped.insert(k.into(), v.load(Ordering::Relaxed));
-        }
-    }
     Ok(RunStats {
         audio_s: c.samples_in.load(Ordering::Relaxed) as f64 / RATE,
         wall_s: t0.elapsed().as_secs_f64(),
@@ -1148,7 +1102,7 @@ pub fn run_stream_av(
             text_shed: c.text_shed.load(Ordering::Relaxed),
         },
         empty_transcripts: c.empty_transcripts.load(Ordering::Relaxed),
-        dropped,
+        dropped: c.drops.snapshot().by_name(),
         stages: stages
             .into_iter()
             .map(|(k, v)| (k, StageSummary::from(v)))
@@ -1184,6 +1138,7 @@ fn record_gap(
     // Rare and small: wait briefly for room rather than lose it; the counters above
     // record the gap either way.
     if tx.send_timeout(ev, Duration::from_millis(200)).is_err() {
+        counters.drops.add(DropReason::GapEventQueueFull, 1);
         log::warn!("{what}: gap event not delivered: event queue full");
     }
 }
@@ -1262,9 +1217,7 @@ fn handle_endpoint(
         match tx.try_send(utt) {
             Ok(()) => true,
             Err(TrySendError::Full(u)) => {
-                counters
-                    .utterances_dropped_queue_full
-                    .fetch_add(1, Ordering::Relaxed);
+                counters.drops.add(DropReason::UtteranceQueueFull, 1);
                 log::warn!(
                     "utterance {} ({:.2}-{:.2} s) dropped: analysis queue full",
                     u.id,
@@ -1318,9 +1271,7 @@ fn request_interim(
         audio,
     };
     if let Err(TrySendError::Full(_)) = tx.try_send(req) {
-        counters
-            .partials_skipped_busy
-            .fetch_add(1, Ordering::Relaxed);
+        counters.drops.add(DropReason::PartialAsrBusy, 1);
     }
 }
 
@@ -1564,9 +1515,7 @@ fn send_partial(tx: &Sender<Emitted>, counters: &Counters, p: PartialEvent) -> b
     match tx.try_send(Emitted::Partial(p)) {
         Ok(()) => true,
         Err(TrySendError::Full(_)) => {
-            counters
-                .partials_dropped_queue_full
-                .fetch_add(1, Ordering::Relaxed);
+            counters.drops.add(DropReason::PartialEventQueueFull, 1);
             true
         }
         Err(TrySendError::Disconnected(_)) => false,

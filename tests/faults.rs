@@ -324,8 +324,8 @@ fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
         .collect();
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
     // Falling behind shows up as counted drops and budget violations, not as growth.
-    let dropped = s["dropped"]["utterances_queue_full"].as_u64().unwrap()
-        + s["dropped"]["ring_samples"].as_u64().unwrap();
+    let dropped = s["dropped"]["utterance_queue_full"].as_u64().unwrap()
+        + s["dropped"]["dropped_samples"].as_u64().unwrap();
     assert!(dropped > 0, "no drop counted: {s}");
     assert!(s["budget_violations"].as_u64().unwrap() > 0, "{s}");
     assert!(log.contains("over the 1000 ms budget"), "{log}");

@@ -14,6 +14,7 @@ use sarcasmd::audio::{
     AudioError, AudioSource, MicCounters, MicOpener, MicOptions, MicSource, Opener,
     ReconnectingSource, SourceGap,
 };
+use sarcasmd::drops::DropReason;
 use sarcasmd::reconnect::{BackoffPolicy, Clock};
 
 const CHUNK: usize = 1_600; // 100 ms at 16 kHz
@@ -284,11 +285,11 @@ fn the_real_capture_path_on_alsa_null() {
     eprintln!(
         "null device: {} samples read, {} overrun samples in {} events, {} xruns",
         out.len(),
-        counters.overrun_samples.load(Ordering::Relaxed),
+        counters.drops.get(DropReason::MicOverrunSamples),
         counters.overrun_events.load(Ordering::Relaxed),
-        counters.xruns.load(Ordering::Relaxed)
+        counters.drops.get(DropReason::MicXruns)
     );
-    assert!(counters.overrun_samples.load(Ordering::Relaxed) > 0);
+    assert!(counters.drops.get(DropReason::MicOverrunSamples) > 0);
     drop(mic);
 
     // Through the reconnecting wrapper, as the daemon opens it.

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::mosquitto::{free_port, Broker, Subscriber};
+use sarcasmd::drops::DropReason;
 use sarcasmd::sinks::mqtt::{MqttConfig, MqttSink, MqttStats};
 
 const T: Duration = Duration::from_secs(20);
@@ -85,7 +86,13 @@ fn events_arrive_in_order_with_status_and_discovery() {
     assert_eq!(ids(&sub, &ev), (0..50).collect::<Vec<_>>());
     let s = wait_stats(&sink, |s| s.published == 50);
     assert_eq!(
-        (s.sent, s.failed, s.queued, s.connects, s.dropped_queue_full),
+        (
+            s.sent,
+            s.failed,
+            s.queued,
+            s.connects,
+            s.drops.get(DropReason::MqttOfflineQueueFull)
+        ),
         (50, 0, 0, 1, 0)
     );
     assert!(sub.wait_for(|l| l.iter().any(|(t, _)| t.ends_with("/stats")), T));
@@ -159,7 +166,10 @@ fn events_published_while_broker_is_down_arrive_after_restart() {
     let got = ids(&sub, &ev);
     assert_eq!(got, (0..23).collect::<Vec<_>>(), "order or duplicates");
     let s = wait_stats(&sink, |s| s.published == 23);
-    assert_eq!((s.queued, s.dropped_queue_full), (0, 0));
+    assert_eq!(
+        (s.queued, s.drops.get(DropReason::MqttOfflineQueueFull)),
+        (0, 0)
+    );
     // "online" again after the reconnect (retained copy restored from persistence, then fresh).
     assert_eq!(
         sub.payloads(&cfg.topic("status"))
@@ -221,7 +231,7 @@ fn events_in_flight_when_the_broker_dies_are_resent() {
     );
     let s = wait_stats(&sink, |s| s.queued == 0);
     assert!(
-        s.published >= N && s.connects == 2 && s.dropped_queue_full == 0,
+        s.published >= N && s.connects == 2 && s.drops.get(DropReason::MqttOfflineQueueFull) == 0,
         "{s:?}"
     );
     sink.shutdown(Duration::from_secs(5));
@@ -247,7 +257,11 @@ fn full_offline_queue_drops_the_oldest() {
         sink.publish_event(&event(id));
     }
     let s = sink.stats();
-    assert_eq!((s.dropped_queue_full, s.queued), (7, 5), "{s:?}");
+    assert_eq!(
+        (s.drops.get(DropReason::MqttOfflineQueueFull), s.queued),
+        (7, 5),
+        "{s:?}"
+    );
     broker.start_again();
     assert!(
         sub.wait_for(|_| ids(&sub, &ev).len() >= 5, T),
@@ -259,7 +273,14 @@ fn full_offline_queue_drops_the_oldest() {
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(ids(&sub, &ev), vec![7, 8, 9, 10, 11]);
     let s = sink.shutdown(Duration::from_secs(5));
-    assert_eq!((s.dropped_queue_full, s.published, s.queued), (7, 5, 0));
+    assert_eq!(
+        (
+            s.drops.get(DropReason::MqttOfflineQueueFull),
+            s.published,
+            s.queued
+        ),
+        (7, 5, 0)
+    );
 }
 
 #[test]
@@ -368,7 +389,7 @@ fn oversized_event_is_dropped_not_fatal() {
         sink.stats()
     );
     let s = wait_stats(&sink, |s| s.published == 2);
-    assert_eq!((s.dropped_too_large, s.connects), (1, 1));
+    assert_eq!((s.drops.get(DropReason::MqttTooLarge), s.connects), (1, 1));
     sink.shutdown(Duration::from_secs(5));
 }
 
@@ -394,7 +415,9 @@ fn events_the_broker_refuses_by_closing_are_not_published() {
     sink.publish_event(&event(2));
     // Refused three times (written, connection closed, re-sent after reconnecting),
     // never counted as published, then dropped so the event behind it gets through.
-    let s = wait_stats(&sink, |s| s.dropped_refused == 1 && s.published == 1);
+    let s = wait_stats(&sink, |s| {
+        s.drops.get(DropReason::MqttRefused) == 1 && s.published == 1
+    });
     assert!(
         s.failed >= 3 && s.sent >= s.failed && s.reconnect_attempts >= 2 && s.queued == 0,
         "{s:?}"
@@ -715,7 +738,10 @@ fn username_and_password_are_required_and_used() {
         good.publish_event(&event(i));
     }
     let s = wait_stats(&good, |s| s.published >= 5);
-    assert!(s.connected && s.dropped_queue_full == 0, "{s:?}");
+    assert!(
+        s.connected && s.drops.get(DropReason::MqttOfflineQueueFull) == 0,
+        "{s:?}"
+    );
     good.shutdown(Duration::from_secs(2));
 
     // A wrong password never gets a session and never panics; the error is visible.

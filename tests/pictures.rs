@@ -310,8 +310,8 @@ fn meeting_events(dir: &Path) -> (PathBuf, PathBuf) {
         audio_s: 25.0,
         wall_s: 25.4,
         dropped: [
-            ("utterances_queue_full".to_string(), 1u64),
-            ("ring_samples".to_string(), 0),
+            ("utterance_queue_full".to_string(), 1u64),
+            ("dropped_samples".to_string(), 0),
         ]
         .into_iter()
         .collect(),
@@ -397,7 +397,7 @@ fn report_page_works_offline_in_chromium() {
         "{drops}"
     );
     assert!(drops.contains("ids 3"), "{drops}");
-    assert!(drops.contains("utterances_queue_full 1"), "{drops}");
+    assert!(drops.contains("utterance_queue_full 1"), "{drops}");
     // Each view has a lane; the video lane is empty where there was no face.
     assert_eq!(
         q("return document.querySelectorAll('rect.view[data-view=video][fill=none]').length"),

@@ -401,9 +401,12 @@ pub(super) fn drops_section(m: &Meeting) -> String {
     match &m.stats {
         Some(st) => {
             let total: u64 = st.dropped.values().sum();
+            // The summary lists every registered drop, zeros included; name the ones
+            // that happened.
             let by: Vec<String> = st
                 .dropped
                 .iter()
+                .filter(|(_, v)| **v > 0)
                 .map(|(k, v)| format!("{} {v}", escape(k)))
                 .collect();
             let _ = writeln!(

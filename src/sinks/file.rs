@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::drops::DropReason;
 use crate::event::{EventSink, PartialEvent, UtteranceEvent};
 use crate::pipeline::Counters;
 
@@ -113,8 +114,8 @@ impl EventsFile {
         if self.backlog.len() >= BACKLOG_LINES {
             self.backlog.pop_front();
             self.counters
-                .events_file_dropped
-                .fetch_add(1, Ordering::Relaxed);
+                .drops
+                .add(DropReason::EventsFileBacklogFull, 1);
         }
         self.backlog.push_back(line);
         self.drain();
@@ -172,7 +173,7 @@ impl EventSink for EventsFile {
         if !self.backlog.is_empty() {
             self.drain();
         }
-        let dropped = self.counters.events_file_dropped.load(Ordering::Relaxed);
+        let dropped = self.counters.drops.get(DropReason::EventsFileBacklogFull);
         if !self.backlog.is_empty() || dropped > 0 {
             return Err(std::io::Error::other(format!(
                 "{}: {} events could not be written ({} still waiting at the end, {} dropped \
@@ -248,7 +249,7 @@ mod tests {
             f.push(&serde_json::json!({ "id": i })).unwrap();
         }
         assert_eq!(f.backlog(), BACKLOG_LINES);
-        assert_eq!(c.events_file_dropped.load(Ordering::Relaxed), 5);
+        assert_eq!(c.drops.get(DropReason::EventsFileBacklogFull), 5);
         assert!(c.events_file_errors.load(Ordering::Relaxed) > 0);
     }
 }

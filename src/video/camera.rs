@@ -21,6 +21,7 @@ use zune_jpeg::zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
 
 use super::{FrameSource, VideoError, VideoFrame, FRAME_HEIGHT, FRAME_WIDTH, MAX_FPS};
+use crate::drops::{DropCounters, DropCounts, DropReason, DropSource};
 
 #[derive(Debug, Error)]
 pub enum CameraError {
@@ -90,12 +91,16 @@ impl Default for CameraOptions {
 pub struct CameraCounters {
     /// Frames delivered.
     pub frames: AtomicU64,
-    /// Dropped to keep to `max_fps`.
-    pub dropped_rate: AtomicU64,
-    /// Frames that did not decode (corrupt MJPEG, short YUYV buffer); skipped.
-    pub dropped_corrupt: AtomicU64,
-    /// Decoded frames dropped because the reader had not taken the previous ones.
-    pub dropped_backlog: AtomicU64,
+    /// Frames lost: `camera_over_rate` (dropped to keep to `max_fps`),
+    /// `camera_corrupt` (did not decode: corrupt MJPEG, short YUYV buffer; skipped),
+    /// `camera_backlog` (decoded, but the reader had not taken the previous ones).
+    pub drops: DropCounters,
+}
+
+impl DropSource for CameraCounters {
+    fn drop_counts(&self) -> DropCounts {
+        self.drops.snapshot()
+    }
 }
 
 /// Every V4L2 camera, in nokhwa's order.
@@ -417,7 +422,7 @@ impl Capture {
             };
             let t = self.clock_origin.elapsed();
             if !self.limiter.keep(t) {
-                self.counters.dropped_rate.fetch_add(1, Ordering::Relaxed);
+                self.counters.drops.add(DropReason::CameraOverRate, 1);
                 continue;
             }
             let res = buf.resolution();
@@ -428,9 +433,7 @@ impl Capture {
                 {
                     Ok(f) => f,
                     Err(reason) => {
-                        self.counters
-                            .dropped_corrupt
-                            .fetch_add(1, Ordering::Relaxed);
+                        self.counters.drops.add(DropReason::CameraCorrupt, 1);
                         corrupt_in_a_row += 1;
                         if corrupt_in_a_row >= MAX_CORRUPT_IN_A_ROW {
                             let _ = self.tx.send(Err(VideoError::Decode {
@@ -451,9 +454,7 @@ impl Capture {
                     self.counters.frames.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(TrySendError::Full(_)) => {
-                    self.counters
-                        .dropped_backlog
-                        .fetch_add(1, Ordering::Relaxed);
+                    self.counters.drops.add(DropReason::CameraBacklog, 1);
                 }
                 Err(TrySendError::Disconnected(_)) => break,
             }

@@ -2,7 +2,7 @@
 //! timeline of [`FrameObs`] that utterances read their frames from.
 //!
 //! Queue policy: a live camera never waits. When the queue is full the oldest frame is
-//! dropped (counted in `frames_dropped`), so the analyser always works on the newest
+//! dropped (counted as the drop `frame_queue_full`), so the analyser always works on the newest
 //! frames. A file waits for room instead, so replaying a file is deterministic. Frames
 //! beyond `analyse_fps` are skipped before the queue (`frames_skipped`): that is the
 //! CPU budget, not a loss.
@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use super::{FrameObs, VisionAnalyser, VisionError};
 use crate::audio::SourceGap;
+use crate::drops::{DropReason, DropRegistry};
 use crate::shed::{ShedLadder, ShedStep};
 use crate::video::{FrameSource, VideoError, VideoFrame};
 
@@ -25,7 +26,6 @@ use crate::video::{FrameSource, VideoError, VideoFrame};
 pub struct VisionCounters {
     pub frames_in: AtomicU64,
     pub frames_skipped: AtomicU64,
-    pub frames_dropped: AtomicU64,
     pub frames_analysed: AtomicU64,
     pub frames_with_face: AtomicU64,
     /// Utterances whose video view is null: no analysed frame with a face.
@@ -40,7 +40,6 @@ pub struct VisionStats {
     pub enabled: bool,
     pub frames_in: u64,
     pub frames_skipped: u64,
-    pub frames_dropped: u64,
     pub frames_analysed: u64,
     pub frames_with_face: u64,
     pub utterances_without_face: u64,
@@ -54,7 +53,6 @@ impl VisionCounters {
             enabled,
             frames_in: get(&self.frames_in),
             frames_skipped: get(&self.frames_skipped),
-            frames_dropped: get(&self.frames_dropped),
             frames_analysed: get(&self.frames_analysed),
             frames_with_face: get(&self.frames_with_face),
             utterances_without_face: get(&self.utterances_without_face),
@@ -190,6 +188,7 @@ pub fn read_frames(
     tx: Sender<VideoFrame>,
     oldest: Receiver<VideoFrame>,
     counters: &VisionCounters,
+    drops: &DropRegistry,
     pacing: Option<Pacing>,
     halted: &dyn Fn() -> bool,
     on_gap: &mut dyn FnMut(SourceGap),
@@ -246,7 +245,7 @@ pub fn read_frames(
                         Ok(()) => break,
                         Err(TrySendError::Full(f)) => {
                             if oldest.as_ref().is_some_and(|o| o.try_recv().is_ok()) {
-                                counters.frames_dropped.fetch_add(1, Ordering::Relaxed);
+                                drops.add(DropReason::FrameQueueFull, 1);
                             }
                             frame = f;
                         }
@@ -371,6 +370,7 @@ mod tests {
     #[test]
     fn frames_are_thinned_to_the_budget_and_a_slow_consumer_drops_the_oldest() {
         let counters = VisionCounters::default();
+        let drops = DropRegistry::default();
         let (tx, rx) = crossbeam_channel::bounded(4);
         let src = Frames {
             n: 100,
@@ -385,6 +385,7 @@ mod tests {
             tx,
             rx.clone(),
             &counters,
+            &drops,
             None,
             &halted,
             &mut |_| {},
@@ -393,7 +394,7 @@ mod tests {
         let s = counters.stats(true);
         assert_eq!(s.frames_in, 100);
         assert_eq!(s.frames_skipped, 66, "every third frame kept");
-        assert_eq!(s.frames_dropped, 34 - 4);
+        assert_eq!(drops.get(DropReason::FrameQueueFull), 34 - 4);
         // The queue holds the newest frames.
         let kept: Vec<f64> = rx.try_iter().map(|f| f.t_s).collect();
         assert_eq!(kept.len(), 4);
@@ -431,6 +432,7 @@ mod tests {
                 tx,
                 rx.clone(),
                 &counters,
+                &DropRegistry::default(),
                 None,
                 &|| false,
                 &mut |_| {},

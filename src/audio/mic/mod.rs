@@ -31,6 +31,7 @@ use super::{
     downmix_into, validate_rate, AudioError, AudioSource, ResampleError, StreamResampler,
     PIPELINE_RATE_HZ,
 };
+use crate::drops::{DropCounters, DropCounts, DropReason, DropSource};
 
 #[derive(Debug, Error)]
 pub enum MicError {
@@ -93,13 +94,19 @@ impl Default for MicOptions {
 /// Counters that outlive a single stream (shared by every reopening of one microphone).
 #[derive(Debug, Default)]
 pub struct MicCounters {
-    /// Audio the capture callback could not store because the ring was full (the reader
-    /// fell behind), in 16 kHz samples (the unit of the pipeline's other drop counters).
-    pub overrun_samples: AtomicU64,
+    /// What the microphone lost: `mic_overrun_samples`, audio the capture callback could
+    /// not store because the ring was full (the reader fell behind), in 16 kHz samples
+    /// (the unit of the pipeline's other sample drops); and `mic_xruns`, overruns the
+    /// driver itself reported (ALSA xruns: audio lost before cpal saw it).
+    pub drops: DropCounters,
     /// Callbacks that had to drop something.
     pub overrun_events: AtomicU64,
-    /// Overruns the driver itself reported (ALSA xruns: audio lost before cpal saw it).
-    pub xruns: AtomicU64,
+}
+
+impl DropSource for MicCounters {
+    fn drop_counts(&self) -> DropCounts {
+        self.drops.snapshot()
+    }
 }
 
 /// What one stream's callbacks tell its reader.
@@ -158,8 +165,8 @@ fn push_frames(
     if dropped_frames > 0 {
         *carry += dropped_frames * PIPELINE_RATE_HZ as u64;
         counters
-            .overrun_samples
-            .fetch_add(*carry / rate_hz, Ordering::Relaxed);
+            .drops
+            .add(DropReason::MicOverrunSamples, *carry / rate_hz);
         *carry %= rate_hz;
         counters.overrun_events.fetch_add(1, Ordering::Relaxed);
     }
@@ -273,7 +280,7 @@ impl MicSource {
         // Also on the capture thread: record the error kind in an atomic, nothing else.
         let on_error = move |e: cpal::Error| match e.kind() {
             ErrorKind::Xrun => {
-                err_counters.xruns.fetch_add(1, Ordering::Relaxed);
+                err_counters.drops.add(DropReason::MicXruns, 1);
             }
             ErrorKind::DeviceChanged | ErrorKind::RealtimeDenied => {}
             k => {
@@ -589,7 +596,7 @@ mod tests {
         assert_eq!(shared.callbacks.load(Ordering::Relaxed), 2);
         assert_eq!(counters.overrun_events.load(Ordering::Relaxed), 1);
         // 4 frames at 48 kHz = 1.33 samples at 16 kHz: 1 now, the rest carried.
-        assert_eq!(counters.overrun_samples.load(Ordering::Relaxed), 1);
+        assert_eq!(counters.drops.get(DropReason::MicOverrunSamples), 1);
         for _ in 0..2 {
             let mut b = [0u8; 40];
             cons.pop_slice(&mut b);
@@ -597,7 +604,7 @@ mod tests {
             push_frames(&mut prod, &seven, 4, 48_000, &shared, &counters, &mut carry);
         }
         // 12 frames dropped in all = exactly 4 samples at 16 kHz.
-        assert_eq!(counters.overrun_samples.load(Ordering::Relaxed), 4);
+        assert_eq!(counters.drops.get(DropReason::MicOverrunSamples), 4);
         let mut b = [0u8; 40];
         assert_eq!(cons.pop_slice(&mut b), 40);
         assert!(b.chunks(4).all(|f| f == frame), "frames stay aligned");

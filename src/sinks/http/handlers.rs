@@ -137,7 +137,7 @@ pub(super) async fn events(
             match next {
                 Some(Ok(m)) => return Some((Ok(m.to_event()), s)),
                 Some(Err(broadcast::error::RecvError::Lagged(n))) => {
-                    s._guard.0.lagged.fetch_add(n, Ordering::Relaxed);
+                    s._guard.0.drops.add(DropReason::SseClientLagged, n);
                 }
                 Some(Err(broadcast::error::RecvError::Closed)) | None => return None,
             }

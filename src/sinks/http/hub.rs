@@ -31,12 +31,21 @@ pub struct Hub {
     pub(super) replay_last: usize,
     pub(super) hello: String,
     pub(super) clients: AtomicU64,
-    pub(super) lagged: AtomicU64,
+    /// Messages lost by clients that fell more than `client_buffer` behind
+    /// (`sse_client_lagged`).
+    pub(super) drops: DropCounters,
     pub(super) connections: AtomicU64,
     pub(super) refused_connection_limit: AtomicU64,
     pub(super) refused_host: AtomicU64,
     /// Set while connections are being refused, so the warning is logged once per burst.
     pub(super) refusing: AtomicBool,
+}
+
+/// What SSE clients lost, attached to the run's drop registry.
+impl DropSource for Hub {
+    fn drop_counts(&self) -> DropCounts {
+        self.drops.snapshot()
+    }
 }
 
 impl Hub {
@@ -58,7 +67,7 @@ impl Hub {
             replay_last: cfg.replay_last,
             hello,
             clients: AtomicU64::new(0),
-            lagged: AtomicU64::new(0),
+            drops: DropCounters::default(),
             connections: AtomicU64::new(0),
             refused_connection_limit: AtomicU64::new(0),
             refused_host: AtomicU64::new(0),
@@ -115,11 +124,6 @@ impl Hub {
 
     pub fn clients(&self) -> u64 {
         self.clients.load(Ordering::Relaxed)
-    }
-
-    /// Messages lost by clients that fell more than `client_buffer` behind.
-    pub fn lagged_events(&self) -> u64 {
-        self.lagged.load(Ordering::Relaxed)
     }
 
     /// Open HTTP connections (SSE clients included).

@@ -52,6 +52,7 @@ use thiserror::Error;
 use tokio::io::AsyncReadExt;
 use tokio::sync::{broadcast, watch, Semaphore};
 
+use crate::drops::{DropCounters, DropCounts, DropReason, DropSource};
 use crate::metrics::{self, Metrics};
 use crate::sinks::captions::CaptionsConfig;
 use crate::validate::{FieldError, Problems, Validate};

@@ -408,12 +408,12 @@ pub(super) fn apply_disconnect(st: &mut State) -> u64 {
     for h in handed.into_iter().rev() {
         if let Kind::Event(p) = h.kind {
             if refused.as_ref() == Some(&p) {
-                st.stats.dropped_refused += 1;
+                st.stats.drops.add(DropReason::MqttRefused, 1);
                 warn!(
                     "mqtt: the broker closed the connection {MAX_CLOSES_UNACKED} times in a row \
                      with an event of {} bytes written and unacknowledged: dropped it so the \
                      events behind it are delivered (over the broker's max_packet_size? \
-                     counted in dropped_refused)",
+                     counted in mqtt_refused)",
                     p.len()
                 );
                 continue;

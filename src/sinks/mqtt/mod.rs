@@ -45,7 +45,7 @@
 //! ones reach the fleet. If nothing is queued, because every held event is already in
 //! flight (only possible when `offline_queue <= EVENT_WINDOW`), the new event is dropped
 //! instead: an in-flight one may already be at the broker. Both cases count in
-//! `dropped_queue_full`.
+//! `mqtt_offline_queue_full`.
 //!
 //! # Files
 //! This file: the sink's API and delivery state (queue, window, stats);
@@ -67,6 +67,7 @@ use rumqttc::{
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::drops::{DropCounts, DropReason, DropSource};
 use crate::lock::LockOrRecover;
 use crate::reconnect::{Backoff, BackoffPolicy};
 use crate::validate::{FieldError, Problems, Validate};
@@ -165,15 +166,14 @@ pub struct MqttStats {
     /// broker that closes the connection on a publish it refuses. Each is re-sent after
     /// reconnecting, so one event can count here more than once and then in `published`.
     pub failed: u64,
-    /// Events dropped because `offline_queue` events were already held.
-    pub dropped_queue_full: u64,
-    /// Event payloads over [`MAX_PAYLOAD_BYTES`], dropped without being queued.
-    pub dropped_too_large: u64,
-    /// Events dropped after the broker closed the connection [`MAX_CLOSES_UNACKED`]
-    /// times in a row while each was the oldest unacknowledged one (a payload over the
-    /// broker's own `max_packet_size`, say): re-sending it for ever would block every
-    /// event queued behind it.
-    pub dropped_refused: u64,
+    /// Events dropped, by reason (only the sink's own are counted here):
+    /// `mqtt_offline_queue_full`, `offline_queue` events were already held;
+    /// `mqtt_too_large`, payloads over [`MAX_PAYLOAD_BYTES`], dropped without being
+    /// queued; `mqtt_refused`, dropped after the broker closed the connection
+    /// [`MAX_CLOSES_UNACKED`] times in a row while each was the oldest unacknowledged one
+    /// (a payload over the broker's own `max_packet_size`, say): re-sending it for ever
+    /// would block every event queued behind it.
+    pub drops: DropCounts,
     /// Events held now: waiting for a connection or for their PubAck.
     pub queued: u64,
     pub last_error: Option<String>,
@@ -331,6 +331,13 @@ impl Shared {
     }
 }
 
+/// The sink's drops, attached to the run's drop registry.
+impl DropSource for Shared {
+    fn drop_counts(&self) -> DropCounts {
+        self.lock().stats.drops
+    }
+}
+
 pub struct MqttSink {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
@@ -422,29 +429,29 @@ impl MqttSink {
 
     /// Queues one event for `<prefix>/<device>/event` (QoS 1, not retained). Never blocks.
     /// When `offline_queue` events are already held, the oldest queued one is dropped (see
-    /// the module doc for the exact policy) and counted in `dropped_queue_full`.
+    /// the module doc for the exact policy) and counted in `mqtt_offline_queue_full`.
     pub fn publish_event(&self, payload_json: &[u8]) {
         let sh = &self.shared;
         let mut st = sh.lock();
         if payload_json.len() > MAX_PAYLOAD_BYTES {
-            st.stats.dropped_too_large += 1;
+            st.stats.drops.add(DropReason::MqttTooLarge, 1);
             if !st.too_large_logged {
                 st.too_large_logged = true;
                 warn!(
                     "mqtt: dropping a {} byte event (limit {MAX_PAYLOAD_BYTES}); further ones are \
-                     only counted in dropped_too_large",
+                     only counted in mqtt_too_large",
                     payload_json.len()
                 );
             }
             return;
         }
         if st.held() >= sh.offline_queue {
-            st.stats.dropped_queue_full += 1;
+            st.stats.drops.add(DropReason::MqttOfflineQueueFull, 1);
             if !st.overflow_logged {
                 st.overflow_logged = true;
                 warn!(
                     "mqtt: offline queue full ({} events): dropping the oldest; further drops are \
-                     only counted in dropped_queue_full",
+                     only counted in mqtt_offline_queue_full",
                     sh.offline_queue
                 );
             }
@@ -479,6 +486,12 @@ impl MqttSink {
     pub fn stats(&self) -> MqttStats {
         let st = self.shared.lock();
         self.shared.snapshot(&st)
+    }
+
+    /// The sink's drop counts, to attach to a run's [`crate::drops::DropRegistry`]
+    /// (read live, also after [`MqttSink::shutdown`]).
+    pub fn drop_source(&self) -> Arc<dyn DropSource> {
+        self.shared.clone()
     }
 
     /// Graceful stop: publishes the retained "offline" status, waits up to `timeout` until

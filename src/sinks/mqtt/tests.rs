@@ -357,7 +357,7 @@ fn an_event_the_broker_keeps_closing_on_is_dropped_and_the_rest_go_on() {
         apply_written(&mut st, 2);
         apply_disconnect(&mut st);
     }
-    assert_eq!(st.stats.dropped_refused, 1);
+    assert_eq!(st.stats.drops.get(DropReason::MqttRefused), 1);
     assert_eq!(st.waiting, [b"next".to_vec()]);
     // An acknowledgement in between resets the count: a flaky network is not a refusal.
     let mut st = State::default();
@@ -371,7 +371,7 @@ fn an_event_the_broker_keeps_closing_on_is_dropped_and_the_rest_go_on() {
         apply_disconnect(&mut st);
         st.waiting.clear();
     }
-    assert_eq!(st.stats.dropped_refused, 0);
+    assert_eq!(st.stats.drops.get(DropReason::MqttRefused), 0);
 }
 
 #[test]

@@ -12,6 +12,7 @@ pub mod bench;
 pub mod boards;
 pub mod config;
 pub mod context;
+pub mod counters;
 pub mod daemon;
 pub mod devices;
 pub mod drops;

@@ -21,11 +21,54 @@ use prometheus_client::metrics::info::Info;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+use crate::counters::Counters;
 use crate::drops::{DropCounts, DropReason, MetricFamily};
 use crate::event::UtteranceEvent;
-use crate::pipeline::Counters;
-use crate::sinks::http::Hub;
-use crate::sinks::mqtt::MqttStats;
+use serde::Serialize;
+
+/// What the HTTP listener reports to `/metrics` (its hub implements it), so that
+/// `metrics` does not import the sink that serves it.
+pub trait ListenerStats: Send + Sync + fmt::Debug {
+    /// SSE clients connected now.
+    fn clients(&self) -> u64;
+    /// Connections open now, SSE clients included.
+    fn connections(&self) -> u64;
+    /// Connections closed because `http.max_connections` were open.
+    fn refused_connection_limit(&self) -> u64;
+    /// Requests refused for their `Host` header.
+    fn refused_host(&self) -> u64;
+}
+
+/// The MQTT sink's state (`sinks::mqtt` fills it; `/metrics` and the stats topic show it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MqttStats {
+    pub connected: bool,
+    /// Successful connects (ConnAcks), the first one included.
+    pub connects: u64,
+    /// Connect attempts after a failure (a lost connection or a failed connect),
+    /// successful or not.
+    pub reconnect_attempts: u64,
+    /// Event publishes written to the broker connection; a resend after a reconnect
+    /// counts again. Written is not delivered: see `published` and `failed`.
+    pub sent: u64,
+    /// Events the broker acknowledged (PubAck). Only these count as published.
+    pub published: u64,
+    /// Event publishes written but not acknowledged when the connection closed, e.g. a
+    /// broker that closes the connection on a publish it refuses. Each is re-sent after
+    /// reconnecting, so one event can count here more than once and then in `published`.
+    pub failed: u64,
+    /// Events dropped, by reason (only the sink's own are counted here):
+    /// `mqtt_offline_queue_full`, `offline_queue` events were already held;
+    /// `mqtt_too_large`, payloads over `MAX_PAYLOAD_BYTES`, dropped without being
+    /// queued; `mqtt_refused`, dropped after the broker closed the connection
+    /// `MAX_CLOSES_UNACKED` times in a row while each was the oldest unacknowledged one
+    /// (a payload over the broker's own `max_packet_size`, say): re-sending it for ever
+    /// would block every event queued behind it.
+    pub drops: DropCounts,
+    /// Events held now: waiting for a connection or for their PubAck.
+    pub queued: u64,
+    pub last_error: Option<String>,
+}
 
 /// `Content-Type` of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -57,7 +100,7 @@ impl fmt::Debug for Metrics {
 #[derive(Debug)]
 struct LiveCollector {
     counters: Arc<Counters>,
-    hub: OnceLock<Arc<Hub>>,
+    hub: OnceLock<Arc<dyn ListenerStats>>,
     mqtt: Mutex<Option<MqttStats>>,
     model_load_s: Mutex<Option<f64>>,
     started: std::time::Instant,
@@ -112,7 +155,7 @@ impl Metrics {
         }
     }
 
-    pub fn attach_hub(&self, hub: Arc<Hub>) {
+    pub fn attach_hub(&self, hub: Arc<dyn ListenerStats>) {
         let _ = self.live.hub.set(hub);
     }
 

@@ -41,7 +41,8 @@ use crate::asr::{AsrError, AsrModel, AsrStream, Urgency};
 use crate::audio::{AudioError, AudioSource, PIPELINE_RATE_HZ};
 use crate::config::Config;
 use crate::context::{ContextStore, ContextTranscript};
-use crate::drops::{DropReason, DropRegistry};
+pub use crate::counters::Counters;
+use crate::drops::DropReason;
 use crate::event::{
     EventSink, GapEvent, LatencyMs, PartialEvent, ReadyMs, UtteranceEvent, UtteranceFeatures, Views,
 };
@@ -53,7 +54,7 @@ use crate::shed::{Applicable, ShedLadder, ShedStats, ShedStep};
 use crate::streaming::StreamingAsr;
 use crate::text::{TextEncoder, TextError};
 use crate::video::FrameSource;
-use crate::vision::stream::{self as vstream, VisionCounters, VisionStats, VisionTimeline};
+use crate::vision::stream::{self as vstream, VisionStats, VisionTimeline};
 use crate::vision::{VisionError, VisionModels};
 
 const RATE: f64 = PIPELINE_RATE_HZ as f64;
@@ -259,54 +260,6 @@ impl Engine {
             load_ms: t0.elapsed().as_secs_f64() * 1e3,
         })
     }
-}
-
-/// Counters every stage updates; all drops are here, in the run summary and in
-/// `/metrics`. Gauges (queue depths, source state) hold the latest value.
-#[derive(Debug, Default)]
-pub struct Counters {
-    pub samples_in: AtomicU64,
-    pub utterances: AtomicU64,
-    pub too_short: AtomicU64,
-    pub events: AtomicU64,
-    pub empty_transcripts: AtomicU64,
-    pub partials: AtomicU64,
-    /// Streaming steps decoded, skipped while the analyser was busy, not sent while
-    /// finished utterances waited (load shedding), or arrived after their utterance.
-    pub stream_steps: AtomicU64,
-    pub stream_steps_skipped_busy: AtomicU64,
-    pub stream_steps_shed: AtomicU64,
-    pub stream_steps_stale: AtomicU64,
-    /// Speculative decodes abandoned midway because speech resumed after their pause.
-    pub stream_steps_abandoned: AtomicU64,
-    /// Final transcripts taken from the speculative decode at the pause (no decode
-    /// after the endpoint).
-    pub speculative_finals: AtomicU64,
-    /// Utterances ended by the sentence-end shortcut, and those of them reopened
-    /// because the speaker went on within the full hangover (a revising event follows).
-    pub early_ends: AtomicU64,
-    pub reopened_after_early_end: AtomicU64,
-    /// Long utterances that got only the audio view because the analyser was behind.
-    pub text_shed: AtomicU64,
-    pub ring_fill_samples: AtomicU64,
-    pub utterance_queue_depth: AtomicU64,
-    pub event_queue_depth: AtomicU64,
-    pub source_running: AtomicBool,
-    pub budget_violations: AtomicU64,
-    /// Events file writes that failed (lines dropped from its full backlog are in
-    /// `drops`).
-    pub events_file_errors: AtomicU64,
-    pub vision: VisionCounters,
-    /// Load shedding steps taken and the work they skipped.
-    pub shed: crate::shed::ShedCounters,
-    /// Every drop of the run, by reason: the pipeline's own, and those of the devices
-    /// and sinks attached to it. The run summary, `/metrics` and MQTT stats all read it.
-    pub drops: DropRegistry,
-    /// Intervals a live source lost (device gone or stalled) and their total length.
-    pub source_gaps: AtomicU64,
-    pub source_gap_ms: AtomicU64,
-    /// Liveness marks for the systemd watchdog.
-    pub heartbeat: crate::service::Heartbeat,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

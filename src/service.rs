@@ -4,11 +4,14 @@
 //! Everything here is a no-op when `NOTIFY_SOCKET` is unset (a terminal, a test, a
 //! container without systemd), so callers never branch on it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sd_notify::NotifyState;
+
+use crate::counters::Counters;
+pub use crate::counters::{now_ms, Heartbeat};
 
 fn send(states: &[NotifyState]) {
     if let Err(e) = sd_notify::notify(states) {
@@ -51,49 +54,6 @@ pub fn watchdog_interval() -> Option<Duration> {
     (usec > 0).then(|| Duration::from_micros(usec))
 }
 
-/// Milliseconds on a process-wide monotonic clock, for heartbeats.
-pub fn now_ms() -> u64 {
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_millis() as u64
-}
-
-/// Liveness marks the pipeline threads leave; the watchdog reads them.
-#[derive(Debug, Default)]
-pub struct Heartbeat {
-    /// Last time the segmenter loop ran (it loops every few ms, with or without audio).
-    pub segmenter_ms: AtomicU64,
-    /// When the analyser started on the current utterance; 0 while idle.
-    pub analysing_since_ms: AtomicU64,
-}
-
-impl Heartbeat {
-    pub fn beat(&self) {
-        // 0 means "never beat"; the clock may still read 0 right after it starts.
-        self.segmenter_ms.store(now_ms().max(1), Ordering::Relaxed);
-    }
-
-    pub fn analysing(&self, busy: bool) {
-        self.analysing_since_ms
-            .store(if busy { now_ms().max(1) } else { 0 }, Ordering::Relaxed);
-    }
-
-    /// Why the pipeline looks stuck, if it does: the segmenter has not looped for
-    /// `max_gap`, or one utterance has been analysed for longer than `max_analysis`
-    /// (Whisper needs about 1 s for 15 s of speech here; a hang is far beyond).
-    pub fn stalled(&self, max_gap: Duration, max_analysis: Duration) -> Option<String> {
-        let now = now_ms();
-        let seg = self.segmenter_ms.load(Ordering::Relaxed);
-        if seg != 0 && now.saturating_sub(seg) > max_gap.as_millis() as u64 {
-            return Some(format!("segmenter silent for {} ms", now - seg));
-        }
-        let busy = self.analysing_since_ms.load(Ordering::Relaxed);
-        if busy != 0 && now.saturating_sub(busy) > max_analysis.as_millis() as u64 {
-            return Some(format!("one utterance in analysis for {} ms", now - busy));
-        }
-        None
-    }
-}
-
 /// Pings `WATCHDOG=1` every half interval while the pipeline is healthy. When it is
 /// stuck the pings stop and systemd restarts the service (`Restart=on-failure`).
 pub struct Watchdog {
@@ -102,7 +62,7 @@ pub struct Watchdog {
 }
 
 impl Watchdog {
-    pub fn start(counters: Arc<crate::pipeline::Counters>) -> Option<Self> {
+    pub fn start(counters: Arc<Counters>) -> Option<Self> {
         let interval = watchdog_interval()?;
         let done = Arc::new(AtomicBool::new(false));
         let d = done.clone();

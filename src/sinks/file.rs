@@ -18,9 +18,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::counters::Counters;
 use crate::drops::DropReason;
 use crate::event::{EventSink, PartialEvent, UtteranceEvent};
-use crate::pipeline::Counters;
 
 /// Lines held while the file cannot be written (about 1-2 MB of events).
 pub const BACKLOG_LINES: usize = 1000;

@@ -179,3 +179,18 @@ impl Drop for ClientGuard {
         self.0.clients.fetch_sub(1, Ordering::Relaxed);
     }
 }
+
+impl crate::metrics::ListenerStats for Hub {
+    fn clients(&self) -> u64 {
+        Hub::clients(self)
+    }
+    fn connections(&self) -> u64 {
+        Hub::connections(self)
+    }
+    fn refused_connection_limit(&self) -> u64 {
+        Hub::refused_connection_limit(self)
+    }
+    fn refused_host(&self) -> u64 {
+        Hub::refused_host(self)
+    }
+}

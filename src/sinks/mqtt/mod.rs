@@ -149,35 +149,9 @@ pub enum MqttError {
     Thread(std::io::Error),
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct MqttStats {
-    pub connected: bool,
-    /// Successful connects (ConnAcks), the first one included.
-    pub connects: u64,
-    /// Connect attempts after a failure (a lost connection or a failed connect),
-    /// successful or not.
-    pub reconnect_attempts: u64,
-    /// Event publishes written to the broker connection; a resend after a reconnect
-    /// counts again. Written is not delivered: see `published` and `failed`.
-    pub sent: u64,
-    /// Events the broker acknowledged (PubAck). Only these count as published.
-    pub published: u64,
-    /// Event publishes written but not acknowledged when the connection closed, e.g. a
-    /// broker that closes the connection on a publish it refuses. Each is re-sent after
-    /// reconnecting, so one event can count here more than once and then in `published`.
-    pub failed: u64,
-    /// Events dropped, by reason (only the sink's own are counted here):
-    /// `mqtt_offline_queue_full`, `offline_queue` events were already held;
-    /// `mqtt_too_large`, payloads over [`MAX_PAYLOAD_BYTES`], dropped without being
-    /// queued; `mqtt_refused`, dropped after the broker closed the connection
-    /// [`MAX_CLOSES_UNACKED`] times in a row while each was the oldest unacknowledged one
-    /// (a payload over the broker's own `max_packet_size`, say): re-sending it for ever
-    /// would block every event queued behind it.
-    pub drops: DropCounts,
-    /// Events held now: waiting for a connection or for their PubAck.
-    pub queued: u64,
-    pub last_error: Option<String>,
-}
+/// The sink's counters as `/metrics` and the stats topic show them; defined where
+/// they are rendered, so `metrics` need not import the sink.
+pub use crate::metrics::MqttStats;
 
 /// What a message handed to rumqttc was, so its PubAck can be attributed.
 #[derive(Debug)]

@@ -85,8 +85,10 @@ pub struct DaemonBuilder {
 
 impl DaemonBuilder {
     /// Use this engine instead of loading one: tests load the models once per test
-    /// binary. It is used as it is for every run, also after a reload that names other
-    /// models, so give it the models the config names.
+    /// binary. It is used as it is for every run, also after a reload: what it was
+    /// loaded with (the models, and the heads with `[fusion]`'s threshold and prior)
+    /// stays, while the rest of a reloaded config applies. Give it an engine loaded
+    /// for the config it runs.
     pub fn engine(mut self, engine: Arc<Engine>) -> Self {
         self.engine = Some(engine);
         self

@@ -232,7 +232,7 @@ impl EventSink for VecSink {
 
 /// A [`VecSink`] that can be read while a daemon on another thread writes to it:
 /// clones share one store. Tests hand it to
-/// [`DaemonBuilder::sink`](crate::daemon::DaemonBuilder::sink) and wait on its contents.
+/// [`DaemonBuilder::sink`](crate::daemon::builder::DaemonBuilder::sink) and wait on its contents.
 #[derive(Clone, Default)]
 pub struct MemorySink(std::sync::Arc<std::sync::Mutex<VecSink>>);
 

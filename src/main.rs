@@ -13,7 +13,8 @@ use serde::Serialize;
 
 use sarcasmd::audio::{AudioSource, WavSource, PIPELINE_RATE_HZ};
 use sarcasmd::config::{Config, SourceConfig};
-use sarcasmd::daemon::{Daemon, DaemonError, EXIT_MODELS};
+use sarcasmd::daemon::builder::Daemon;
+use sarcasmd::daemon::{DaemonError, EXIT_MODELS};
 use sarcasmd::event::VecSink;
 use sarcasmd::manifest::Manifest;
 use sarcasmd::models::{self, ModelStore};

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::notify::Notify;
 use common::*;
-use sarcasmd::daemon::{Daemon, ReloadOutcome};
+use sarcasmd::daemon::builder::{Daemon, HandleError, ReloadOutcome};
 use sarcasmd::event::MemorySink;
 
 fn parse_lines(text: &str) -> Vec<serde_json::Value> {
@@ -411,4 +411,31 @@ fn reloads_report_their_outcome_to_the_handle() {
     );
     let report = daemon.stop(Duration::from_secs(10)).unwrap();
     assert!(report.stats.events >= 1, "{:?}", report.stats);
+}
+
+/// A held daemon that cannot start does not leave its caller waiting for a timeout:
+/// readiness reports that it ended and why, and the run's error keeps its exit code.
+#[test]
+fn a_held_daemon_that_cannot_start_says_why() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = parse_config(&format!(
+        "[models]\ndir = \"{}\"\n",
+        d.path().join("no-models").display()
+    ));
+    let daemon = Daemon::builder(cfg).start().unwrap();
+    match daemon.wait_ready(Duration::from_secs(60)) {
+        Err(HandleError::Ended { how, .. }) => assert!(how.contains("models.dir"), "{how}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(daemon.has_ended());
+    assert!(matches!(
+        daemon.reload(Duration::ZERO),
+        Err(HandleError::NoConfigFile)
+    ));
+    match daemon.join(Duration::from_secs(10)) {
+        Err(HandleError::Daemon(e)) => {
+            assert_eq!(e.exit_code(), sarcasmd::daemon::EXIT_MODELS, "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
 }

@@ -258,7 +258,7 @@ fn the_daemon_runs_audio_only_when_the_camera_is_missing() {
         device: Some("no-such-camera".into()),
     };
     cfg.validate().unwrap();
-    let report = sarcasmd::daemon::Daemon::builder(cfg)
+    let report = sarcasmd::daemon::builder::Daemon::builder(cfg)
         .run()
         .expect("runs without its camera");
     let v = &report.stats.vision;

@@ -1,16 +1,16 @@
 //! The daemon as a library: build the stages from a validated config, run the stream,
-//! report. `sarcasmd run` and `sarcasmd replay` both go through [`Daemon::builder`], and
-//! so do the tests that hold a daemon in-process (an engine loaded once, the HTTP
-//! listener on port 0, readiness and reload outcomes waited on as state; see
-//! [`builder`] and docs/testing.md).
+//! report. `sarcasmd run` and `sarcasmd replay` both go through
+//! [`builder::Daemon::builder`], and so do the tests that hold a daemon in-process (an
+//! engine loaded once, the HTTP listener on port 0, readiness and reload outcomes waited
+//! on as state; see [`builder`] and docs/testing.md). Most tests do that; those about
+//! the process itself (exit codes, signals, what it listens on) start the binary.
 //!
 //! This module keeps what one run is made of: opening the configured source, frames and
 //! event sink, and the outputs besides the event stream ([`Outputs`]); [`builder`] runs
-//! them, once or as the reloading service.
+//! them, once or as the reloading service. Imports go one way: `builder` uses this
+//! module, this module does not use `builder`.
 
 pub mod builder;
-
-pub use builder::{Daemon, DaemonBuilder, DaemonHandle, HandleError, Ready, ReloadOutcome};
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use sarcasmd::config::SourceConfig;
-use sarcasmd::daemon::{DaemonHandle, Ready};
+use sarcasmd::daemon::builder::{DaemonHandle, Ready};
 
 use super::{bin, compose, hold, parse_config, write_wav_i16, RATE};
 
@@ -29,7 +29,7 @@ pub fn hold_wav(
         realtime,
     };
     cfg.output.events = dir.join(format!("{tag}.jsonl")).display().to_string();
-    hold(sarcasmd::daemon::Daemon::builder(cfg))
+    hold(sarcasmd::daemon::builder::Daemon::builder(cfg))
 }
 
 /// The port of a held daemon's HTTP listener.

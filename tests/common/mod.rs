@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use sarcasmd::audio::{AudioSource, StreamResampler, PIPELINE_RATE_HZ};
 use sarcasmd::config::Config;
-use sarcasmd::daemon::{DaemonBuilder, DaemonHandle, Ready};
+use sarcasmd::daemon::builder::{DaemonBuilder, DaemonHandle, Ready};
 use sarcasmd::event::{UtteranceEvent, VecSink};
 use sarcasmd::pipeline::{self, Engine, RunOptions, RunStats};
 

@@ -235,3 +235,19 @@ pub fn shared_dir() -> Option<PathBuf> {
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_sarcasmd")
 }
+
+/// A pipe's read and write ends (`std::io::pipe` is newer than the crate's MSRV): a
+/// live PCM source a test feeds, like `arecord | sarcasmd` without the processes.
+pub fn pipe() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills the two descriptors, owned below.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors were just opened by pipe2 and are owned nowhere else.
+    unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    }
+}

@@ -371,7 +371,8 @@ impl DaemonBuilder {
             engine.load_ms.round(),
             note.map(|n| format!("; {n}")).unwrap_or_default()
         ));
-        shared.started(http_addr, engine.load_ms, note.is_none());
+        // A note is only set when the previous config starts again after a failed reload.
+        shared.started(http_addr, engine.load_ms, note.is_some());
         let watchdog = service::Watchdog::start(outputs.counters.clone());
         let cpu0 = crate::resources::cpu_seconds();
         let frames_stop = Arc::new(AtomicBool::new(false));
@@ -479,7 +480,9 @@ impl Shared {
         self.changed.notify_all();
     }
 
-    fn started(&self, http_addr: Option<SocketAddr>, model_load_ms: f64, plain: bool) {
+    /// A stream runs; `previous_again` when it is the previous config started again
+    /// after a failed reload (that reload's outcome is already reported).
+    fn started(&self, http_addr: Option<SocketAddr>, model_load_ms: f64, previous_again: bool) {
         self.update(|p| {
             let runs = p.ready.as_ref().map_or(0, |r| r.runs) + 1;
             let ready = Ready {
@@ -487,9 +490,9 @@ impl Shared {
                 model_load_ms,
                 runs,
             };
-            // The first stream, or a reloaded config that started (not the previous one
-            // started again after a failed reload, which carries a note).
-            if runs > 1 && plain {
+            // Any stream after the first is a reloaded config that started, unless it is
+            // the previous one started again.
+            if runs > 1 && !previous_again {
                 p.reloads.push(ReloadOutcome::Applied(ready.clone()));
             }
             p.ready = Some(ready);
@@ -613,5 +616,52 @@ impl Drop for DaemonHandle {
         if self.thread.is_some() {
             self.stop.store(true, Ordering::Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIRST_OR_NEW: bool = false;
+    const PREVIOUS_AGAIN: bool = true;
+
+    fn ready(shared: &Shared) -> Option<Ready> {
+        shared.wait(Duration::ZERO, |p| p.ready.clone())
+    }
+
+    #[test]
+    fn a_wait_ends_at_its_timeout_or_when_another_thread_reports() {
+        let shared = Arc::new(Shared::default());
+        let t0 = Instant::now();
+        assert_eq!(
+            shared.wait(Duration::from_millis(30), |p| p.ready.clone()),
+            None
+        );
+        assert!(t0.elapsed() >= Duration::from_millis(30));
+        let reporter = {
+            let shared = shared.clone();
+            std::thread::spawn(move || shared.started(None, 5.0, FIRST_OR_NEW))
+        };
+        let r = shared.wait(Duration::from_secs(30), |p| p.ready.clone());
+        reporter.join().unwrap();
+        assert_eq!(r.map(|r| r.runs), Some(1));
+    }
+
+    #[test]
+    fn a_reload_is_applied_when_its_stream_starts_not_when_the_previous_restarts() {
+        let shared = Shared::default();
+        shared.started(None, 5.0, FIRST_OR_NEW);
+        assert!(shared.progress.lock_or_recover().reloads.is_empty());
+        // A failed reload: its outcome, then the previous config starts again.
+        shared.reloaded(ReloadOutcome::Failed("port taken".into()));
+        shared.started(None, 5.0, PREVIOUS_AGAIN);
+        // A good reload: its stream starts.
+        shared.started(None, 5.0, FIRST_OR_NEW);
+        let reloads = shared.progress.lock_or_recover().reloads.clone();
+        assert_eq!(reloads.len(), 2, "{reloads:?}");
+        assert_eq!(reloads[0], ReloadOutcome::Failed("port taken".into()));
+        assert!(matches!(&reloads[1], ReloadOutcome::Applied(r) if r.runs == 3));
+        assert_eq!(ready(&shared).map(|r| r.runs), Some(3));
     }
 }

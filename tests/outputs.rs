@@ -439,9 +439,16 @@ fn mqtt_delivers_every_event_across_a_broker_restart() {
         "no first event: {:?}",
         sub.lines()
     );
-    // The broker goes away while the meeting goes on, and comes back.
+    // The broker goes away while the meeting goes on, and comes back once an event has
+    // been scored with nobody to take it (it must wait in the offline queue).
+    let written = |d: &std::path::Path| finals(&d.join("q.jsonl")).len();
     broker.stop();
-    std::thread::sleep(Duration::from_secs(5));
+    let before = written(d.path());
+    wait_until(
+        "an event scored while the broker is down",
+        Duration::from_secs(120),
+        || written(d.path()) > before,
+    );
     broker.restart();
     let (code, log) = daemon.wait(Duration::from_secs(180));
     assert_eq!(code, 0, "{log}");

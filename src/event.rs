@@ -229,3 +229,45 @@ impl EventSink for VecSink {
         Ok(())
     }
 }
+
+/// A [`VecSink`] that can be read while a daemon on another thread writes to it:
+/// clones share one store. Tests hand it to
+/// [`DaemonBuilder::sink`](crate::daemon::builder::DaemonBuilder::sink) and wait on its contents.
+#[derive(Clone, Default)]
+pub struct MemorySink(std::sync::Arc<std::sync::Mutex<VecSink>>);
+
+impl MemorySink {
+    fn store(&self) -> std::sync::MutexGuard<'_, VecSink> {
+        crate::lock::LockOrRecover::lock_or_recover(&*self.0)
+    }
+
+    /// The final events so far, in order.
+    pub fn utterances(&self) -> Vec<UtteranceEvent> {
+        self.store().0.clone()
+    }
+
+    /// The interim events so far, in order.
+    pub fn partials(&self) -> Vec<PartialEvent> {
+        self.store().1.clone()
+    }
+
+    /// The gaps so far, in order.
+    pub fn gaps(&self) -> Vec<GapEvent> {
+        self.store().2.clone()
+    }
+}
+
+impl EventSink for MemorySink {
+    fn write(&mut self, ev: &UtteranceEvent) -> std::io::Result<()> {
+        self.store().write(ev)
+    }
+    fn gap(&mut self, g: &GapEvent) -> std::io::Result<()> {
+        self.store().gap(g)
+    }
+    fn partial(&mut self, p: &PartialEvent) -> std::io::Result<()> {
+        self.store().partial(p)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

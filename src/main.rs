@@ -13,7 +13,8 @@ use serde::Serialize;
 
 use sarcasmd::audio::{AudioSource, WavSource, PIPELINE_RATE_HZ};
 use sarcasmd::config::{Config, SourceConfig};
-use sarcasmd::daemon::{self, DaemonError, EXIT_MODELS};
+use sarcasmd::daemon::builder::Daemon;
+use sarcasmd::daemon::{DaemonError, EXIT_MODELS};
 use sarcasmd::event::VecSink;
 use sarcasmd::manifest::Manifest;
 use sarcasmd::models::{self, ModelStore};
@@ -288,7 +289,10 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             let reload = Arc::new(AtomicBool::new(false));
             signal_hook::flag::register(signal_hook::consts::SIGHUP, reload.clone())
                 .context("installing SIGHUP handler")?;
-            let r = daemon::serve(&config, stop, reload)?;
+            let r = Daemon::from_file(&config)?
+                .stop_on(stop)
+                .reload_on(reload)
+                .run()?;
             report_with_cpu(&r.stats, None, r.stream_cpu_s, r.model_load_ms)?;
             Ok(0)
         }
@@ -345,7 +349,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 })
             })?;
             let stop = install_stop_handler()?;
-            let r = daemon::run(&cfg, stop)?;
+            let r = Daemon::builder(cfg).stop_on(stop).run()?;
             report_with_cpu(&r.stats, stats.as_deref(), r.stream_cpu_s, r.model_load_ms)?;
             Ok(0)
         }

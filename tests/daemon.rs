@@ -1,12 +1,19 @@
 //! The daemon as a user runs it: `sarcasmd run --config` in a temp dir, events to a file;
-//! `replay` on stdin; the bundled sample.
+//! `replay` on stdin; the bundled sample; signals and exit codes. These start the binary
+//! and learn that it is ready from the systemd notify socket (`READY=1`), not its log.
+//! The service's reloads are also checked in-process, through the handle
+//! ([`Daemon::from_file`]), where each reload's outcome is returned as a value.
 
 mod common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
+use common::notify::Notify;
 use common::*;
+use sarcasmd::daemon::builder::{Daemon, HandleError, ReloadOutcome};
+use sarcasmd::event::MemorySink;
 
 fn parse_lines(text: &str) -> Vec<serde_json::Value> {
     text.lines()
@@ -156,10 +163,13 @@ fn bundled_sample_gives_five_events() {
 fn stats_of_a_run_stopped_before_any_audio_have_no_per_audio_second_ratio() {
     // A live capture stopped before it delivered audio: the ratios would divide by zero
     // audio seconds (they read 29,894,000 CPU-s per audio-s), so they are null.
-    let stats = tempfile::NamedTempFile::new().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let mut notify = Notify::bind(d.path());
+    let stats = d.path().join("stats.json");
     let mut child = Command::new(bin())
         .args(["replay", "-", "--rate", "16000", "--stats"])
-        .arg(stats.path())
+        .arg(&stats)
+        .env("NOTIFY_SOCKET", notify.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -168,20 +178,15 @@ fn stats_of_a_run_stopped_before_any_audio_have_no_per_audio_second_ratio() {
     let stdin = child.stdin.take().unwrap();
     let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
     let mut log = String::new();
-    while !log.contains("models loaded") {
-        let mut line = String::new();
-        let n = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
-        assert!(n > 0, "the daemon ended before loading its models:\n{log}");
-        log += &line;
-    }
+    // Models loaded and the stream running.
+    notify.wait_for("READY=1", READY_TIMEOUT);
     // SAFETY: plain kill(2) on our own child.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
     std::io::Read::read_to_string(&mut stderr, &mut log).unwrap();
     let status = child.wait().unwrap();
     drop(stdin);
     assert!(status.success(), "{status:?}\n{log}");
-    let s: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(stats.path()).unwrap()).unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
     assert_eq!(s["audio_s"].as_f64(), Some(0.0), "{s}");
     assert!(s["rtf_cpu"].is_null() && s["rtf_wall"].is_null(), "{s}");
     assert!(log.contains("no audio read"), "{log}");
@@ -286,8 +291,11 @@ fn sigterm_ends_the_process_in_bounded_time_when_nobody_reads_stdout() {
         &[("Oh wonderful, the printer is jammed again.", "en-us")],
         1.5,
     );
+    let d = tempfile::tempdir().unwrap();
+    let mut notify = Notify::bind(d.path());
     let mut child = Command::new(bin())
         .args(["replay", "-", "--rate", "16000"])
+        .env("NOTIFY_SOCKET", notify.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::from(write_end))
         .stderr(Stdio::piped())
@@ -311,11 +319,11 @@ fn sigterm_ends_the_process_in_bounded_time_when_nobody_reads_stdout() {
             }
         })
     };
-    let t0 = std::time::Instant::now();
-    while !log.lock().unwrap().contains("models loaded") {
-        assert!(t0.elapsed().as_secs() < 120, "models never loaded");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    notify.wait_for("READY=1", READY_TIMEOUT);
+    // The one sleep left: time for the 3.3 s of input to be read, its utterance to end
+    // and its event to block on the full pipe. Nothing outside the process shows a
+    // thread blocked in write(2) (/proc's wchan reads 0 here), and SIGTERM before the
+    // block would test the ordinary path instead.
     std::thread::sleep(std::time::Duration::from_secs(5));
     // SAFETY: plain kill(2) on our own child.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
@@ -332,4 +340,102 @@ fn sigterm_ends_the_process_in_bounded_time_when_nobody_reads_stdout() {
     assert!(log.contains("shutdown did not finish"), "{log}");
     drop(stdin);
     drop(read_end);
+}
+
+/// The service held in-process: each reload is answered with its outcome (rejected,
+/// failed and the previous config started again, applied) as the handle's return value,
+/// and the stream's readiness says where the listener is bound. `tests/service.rs` checks
+/// the same path through the binary, SIGHUP and the notify socket.
+#[test]
+fn reloads_report_their_outcome_to_the_handle() {
+    let d = tempfile::tempdir().unwrap();
+    let wav = common::daemon::meeting(d.path(), "a.wav", common::daemon::LINES_A);
+    let cfg_path = d.path().join("room.toml");
+    let source = format!(
+        "[source]\nkind = \"wav\"\npath = \"{}\"\nrealtime = true\n",
+        wav.display()
+    );
+    let http = |port: u16| format!("\n[http]\nenabled = true\nbind = \"127.0.0.1:{port}\"\n");
+    std::fs::write(&cfg_path, format!("{source}{}", http(0))).unwrap();
+    let events = MemorySink::default();
+    let (daemon, ready) = hold(Daemon::from_file(&cfg_path).unwrap().sink(events.clone()));
+    assert_eq!(ready.runs, 1);
+    assert_ne!(ready.http_addr.unwrap().port(), 0, "{ready:?}");
+
+    // A broken file: rejected with the field, the stream keeps running.
+    std::fs::write(
+        &cfg_path,
+        format!("{source}{}\n[fusion]\nthreshold = 7.0\n", http(0)),
+    )
+    .unwrap();
+    match daemon.reload(Duration::from_secs(10)).unwrap() {
+        ReloadOutcome::Rejected(why) => assert!(why.contains("fusion.threshold"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!daemon.has_ended());
+    assert_eq!(daemon.wait_ready(Duration::ZERO).unwrap().runs, 1);
+
+    // A file that passes every check and cannot start (its port is taken): the
+    // previous config runs again.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    std::fs::write(&cfg_path, format!("{source}{}", http(port))).unwrap();
+    match daemon.reload(Duration::from_secs(60)).unwrap() {
+        ReloadOutcome::Failed(why) => assert!(why.contains(&port.to_string()), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    wait_until(
+        "the previous config running again",
+        Duration::from_secs(60),
+        || daemon.wait_ready(Duration::ZERO).is_ok_and(|r| r.runs == 2),
+    );
+    drop(taken);
+
+    // A good change is applied: the next stream runs with it.
+    std::fs::write(
+        &cfg_path,
+        format!(
+            "{source}{}\n[output]\ninclude_transcript = false\n",
+            http(0)
+        ),
+    )
+    .unwrap();
+    match daemon.reload(Duration::from_secs(60)).unwrap() {
+        ReloadOutcome::Applied(r) => assert_eq!(r.runs, 3, "{r:?}"),
+        other => panic!("{other:?}"),
+    }
+    wait_until(
+        "an event without its transcript",
+        Duration::from_secs(60),
+        || events.utterances().iter().any(|e| e.transcript.is_none()),
+    );
+    let report = daemon.stop(Duration::from_secs(10)).unwrap();
+    assert!(report.stats.events >= 1, "{:?}", report.stats);
+}
+
+/// A held daemon that cannot start does not leave its caller waiting for a timeout:
+/// readiness reports that it ended and why, and the run's error keeps its exit code.
+#[test]
+fn a_held_daemon_that_cannot_start_says_why() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = parse_config(&format!(
+        "[models]\ndir = \"{}\"\n",
+        d.path().join("no-models").display()
+    ));
+    let daemon = Daemon::builder(cfg).start().unwrap();
+    match daemon.wait_ready(Duration::from_secs(60)) {
+        Err(HandleError::Ended { how, .. }) => assert!(how.contains("models.dir"), "{how}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(daemon.has_ended());
+    assert!(matches!(
+        daemon.reload(Duration::ZERO),
+        Err(HandleError::NoConfigFile)
+    ));
+    match daemon.join(Duration::from_secs(10)) {
+        Err(HandleError::Daemon(e)) => {
+            assert_eq!(e.exit_code(), sarcasmd::daemon::EXIT_MODELS, "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
 }

@@ -1,70 +1,63 @@
 //! The Grafana dashboard in `docs/grafana/sarcasmd.json` queries only metrics the daemon
 //! exports: every `sarcasmd_*` series in its panels' expressions is looked up in a real
-//! scrape of `/metrics` from `sarcasmd run` after it has scored the bundled sample, and
-//! every label it groups by exists on that metric.
+//! scrape of `/metrics` from a running daemon (held in-process, as `sarcasmd run` builds
+//! it) after it has scored the bundled sample, and every label it groups by exists on
+//! that metric.
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
 
-use common::{bin, read_wav_16k, to_s16le, wait_exit};
+use common::daemon::http_port;
+use common::{hold, parse_config, pipe, read_wav_16k, to_s16le, wait_until};
+use sarcasmd::audio::PcmReaderSource;
+use sarcasmd::config::SourceConfig;
+use sarcasmd::daemon::builder::Daemon;
 
 const DASHBOARD: &str = include_str!("../docs/grafana/sarcasmd.json");
 
-/// Metric names (series names, as in the exposition) and their label names.
+/// Metric names (series names, as in the exposition) and their label names, from a
+/// daemon held in-process: its listener on port 0 (the bound port comes with its
+/// readiness), a live PCM pipe as its source, held open after one spoken line (a quiet
+/// room) so the scrape sees a running stream.
 fn scrape() -> BTreeMap<String, BTreeSet<String>> {
     let d = tempfile::tempdir().unwrap();
     let events = d.path().join("events.jsonl");
-    let cfg = d.path().join("room.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[source]\nkind = \"stdin\"\nlive = true\n\n[output]\nevents = \"{}\"\n\n[http]\nenabled = true\nbind = \"127.0.0.1:0\"\n",
-            events.display()
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new(bin())
-        .args(["run", "--config"])
-        .arg(&cfg)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The listener's real port, from the log line that announces it.
-    let mut log = BufReader::new(child.stderr.take().unwrap());
-    let port = loop {
-        let mut line = String::new();
-        assert!(
-            log.read_line(&mut line).unwrap() > 0,
-            "daemon exited before listening"
-        );
-        if let Some(rest) = line.split("http://127.0.0.1:").nth(1) {
-            break rest.split('/').next().unwrap().parse::<u16>().unwrap();
-        }
+    let mut cfg = parse_config("[http]\nenabled = true\nbind = \"127.0.0.1:0\"\n");
+    cfg.source = SourceConfig::Stdin {
+        sample_rate_hz: 16_000,
+        live: true,
     };
-    std::thread::spawn(move || std::io::copy(&mut log, &mut std::io::sink()));
-    // One spoken line of the sample, then silence with stdin held open (a quiet room).
+    cfg.output.events = events.display().to_string();
+    let (reader, mut writer) = pipe();
+    let fd = reader.as_raw_fd();
+    let source = PcmReaderSource::new("pipe", reader, 16_000)
+        .unwrap()
+        .live(true)
+        .poll_fd(fd);
+    let (daemon, ready) = hold(Daemon::builder(cfg).source(Box::new(source)));
+    let port = http_port(&ready);
+    // One spoken line of the sample, then silence with the pipe held open.
     let wav = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/meeting.wav");
     let mut first_line = read_wav_16k(std::path::Path::new(wav));
     // The first line ("Good morning everyone...") ends by 5.5 s; 2 s of silence end it.
     first_line.truncate(16_000 * 11 / 2);
     first_line.extend(std::iter::repeat_n(0.0, 16_000 * 2));
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(&to_s16le(&first_line)).unwrap();
-    let t0 = Instant::now();
-    while std::fs::read_to_string(&events)
-        .unwrap_or_default()
-        .is_empty()
-    {
-        assert!(t0.elapsed() < Duration::from_secs(120), "no events");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let pcm = to_s16le(&first_line);
+    // The pipe holds less than the audio: write from a thread, keep the writer open.
+    let feeder = std::thread::spawn(move || {
+        writer.write_all(&pcm).unwrap();
+        writer
+    });
+    wait_until("a first event", Duration::from_secs(120), || {
+        !std::fs::read_to_string(&events)
+            .unwrap_or_default()
+            .is_empty()
+    });
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     write!(
@@ -74,12 +67,10 @@ fn scrape() -> BTreeMap<String, BTreeSet<String>> {
     .unwrap();
     let mut raw = String::new();
     s.read_to_string(&mut raw).unwrap();
-    // SAFETY: plain kill(2) on our own child.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    drop(stdin);
-    if wait_exit(&mut child, Duration::from_secs(30)).is_none() {
-        let _ = child.kill();
-    }
+    daemon
+        .stop(Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("{e}"));
+    drop(feeder.join().unwrap());
     let (_, body) = raw.split_once("\r\n\r\n").expect("a response");
     let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for line in body

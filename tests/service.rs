@@ -5,50 +5,13 @@
 mod common;
 
 use std::io::Write;
-use std::os::unix::net::UnixDatagram;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::notify::Notify;
 use common::*;
-
-struct Notify {
-    sock: UnixDatagram,
-    seen: Vec<String>,
-}
-
-impl Notify {
-    /// Wait for a datagram containing `needle` (each datagram is `KEY=value` lines).
-    fn wait_for(&mut self, needle: &str, timeout: Duration) -> String {
-        if let Some(m) = self.seen.iter().find(|m| m.contains(needle)) {
-            return m.clone();
-        }
-        let t0 = Instant::now();
-        let mut buf = [0u8; 4096];
-        while t0.elapsed() < timeout {
-            if let Ok(n) = self.sock.recv(&mut buf) {
-                let m = String::from_utf8_lossy(&buf[..n]).into_owned();
-                self.seen.push(m.clone());
-                if m.contains(needle) {
-                    return m;
-                }
-            }
-        }
-        panic!(
-            "no `{needle}` from the daemon within {timeout:?}; got {:?}",
-            self.seen
-        );
-    }
-
-    fn drain(&mut self) {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = self.sock.recv(&mut buf) {
-            self.seen
-                .push(String::from_utf8_lossy(&buf[..n]).into_owned());
-        }
-    }
-}
 
 fn events(path: &std::path::Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)
@@ -58,22 +21,10 @@ fn events(path: &std::path::Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn wait_until(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < timeout, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
     let d = tempfile::tempdir().unwrap();
-    let sock_path = d.path().join("notify.sock");
-    let sock = UnixDatagram::bind(&sock_path).unwrap();
-    sock.set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
-    let mut notify = Notify { sock, seen: vec![] };
+    let mut notify = Notify::bind(d.path());
 
     let events_path = d.path().join("events.jsonl");
     let cfg_path = d.path().join("room.toml");
@@ -86,7 +37,7 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
     let mut child = Command::new(bin())
         .args(["run", "--config"])
         .arg(&cfg_path)
-        .env("NOTIFY_SOCKET", &sock_path)
+        .env("NOTIFY_SOCKET", notify.path())
         .env("WATCHDOG_USEC", "2000000")
         .env("RUST_LOG", "info")
         .stdin(Stdio::piped())

@@ -261,8 +261,9 @@ fn the_daemon_runs_audio_only_when_the_camera_is_missing() {
         device: Some("no-such-camera".into()),
     };
     cfg.validate().unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let report = sarcasmd::daemon::run(&cfg, stop).expect("runs without its camera");
+    let report = sarcasmd::daemon::builder::Daemon::builder(cfg)
+        .run()
+        .expect("runs without its camera");
     let v = &report.stats.vision;
     assert!(v.enabled, "{v:?}");
     assert_eq!(v.frames_analysed, 0);

@@ -1,11 +1,41 @@
-//! The daemon binary as a user starts it (`sarcasmd replay ... --config`), in a temp dir.
+//! The daemon two ways: held in-process on a WAV file ([`hold_wav`], what most tests
+//! use: readiness and the bound port as state), and the binary as a user starts it
+//! (`sarcasmd replay ... --config`, [`Daemon`]) in a temp dir, for tests of the process
+//! itself (exit codes, signals, what it listens on, its log).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{bin, compose, write_wav_i16, RATE};
+use sarcasmd::config::SourceConfig;
+use sarcasmd::daemon::builder::{DaemonHandle, Ready};
+
+use super::{bin, compose, hold, parse_config, write_wav_i16, RATE};
+
+/// A daemon held in-process: the config `toml` with `wav` as its source, events to
+/// `dir/TAG.jsonl`; returns once the stream runs. Paths in `toml` must be absolute (the
+/// test's working directory is the source tree).
+pub fn hold_wav(
+    dir: &Path,
+    toml: &str,
+    wav: &Path,
+    realtime: bool,
+    tag: &str,
+) -> (DaemonHandle, Ready) {
+    let mut cfg = parse_config(toml);
+    cfg.source = SourceConfig::Wav {
+        path: wav.to_path_buf(),
+        realtime,
+    };
+    cfg.output.events = dir.join(format!("{tag}.jsonl")).display().to_string();
+    hold(sarcasmd::daemon::builder::Daemon::builder(cfg))
+}
+
+/// The port of a held daemon's HTTP listener.
+pub fn http_port(ready: &Ready) -> u16 {
+    ready.http_addr.expect("[http] enabled").port()
+}
 
 /// Four sentences with pauses: about 16 s of espeak-ng speech.
 pub fn meeting(dir: &Path, name: &str, lines: &[&str]) -> PathBuf {

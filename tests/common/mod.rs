@@ -4,14 +4,17 @@
 
 pub mod daemon;
 pub mod mosquitto;
+pub mod notify;
 pub mod webdriver;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use sarcasmd::audio::{AudioSource, StreamResampler, PIPELINE_RATE_HZ};
 use sarcasmd::config::Config;
+use sarcasmd::daemon::builder::{DaemonBuilder, DaemonHandle, Ready};
 use sarcasmd::event::{UtteranceEvent, VecSink};
 use sarcasmd::pipeline::{self, Engine, RunOptions, RunStats};
 
@@ -19,12 +22,55 @@ pub const RATE: u32 = PIPELINE_RATE_HZ;
 
 /// One engine per test binary: models load once, as in the daemon.
 pub fn engine() -> &'static Engine {
-    static E: OnceLock<Engine> = OnceLock::new();
+    shared_engine().as_ref()
+}
+
+/// The same engine, to hand to [`DaemonBuilder::engine`].
+pub fn engine_arc() -> Arc<Engine> {
+    shared_engine().clone()
+}
+
+fn shared_engine() -> &'static Arc<Engine> {
+    static E: OnceLock<Arc<Engine>> = OnceLock::new();
     E.get_or_init(|| {
-        Engine::load(&Config::default()).unwrap_or_else(|e| {
+        Arc::new(Engine::load(&Config::default()).unwrap_or_else(|e| {
             panic!("cannot load models ({e}); run scripts/setup.sh first (it fetches them)")
-        })
+        }))
     })
+}
+
+/// How long a held daemon may take to be ready (models are loaded once per test
+/// binary; the first daemon pays for it on a slow board).
+pub const READY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Start a daemon in-process with this test binary's engine and wait until its stream
+/// runs: the handle, and where its HTTP listener is (`http.bind` may ask for port 0).
+/// The config must name the default models (the engine is shared).
+pub fn hold(builder: DaemonBuilder) -> (DaemonHandle, Ready) {
+    let handle = builder
+        .engine(engine_arc())
+        .start()
+        .expect("spawn the daemon thread");
+    let ready = handle
+        .wait_ready(READY_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{e}"));
+    (handle, ready)
+}
+
+/// A config from TOML text, as the daemon would load it from a file.
+pub fn parse_config(toml: &str) -> Config {
+    Config::parse(toml, Path::new("<test>")).unwrap_or_else(|e| panic!("{e}\n{toml}"))
+}
+
+/// Wait until `ready()` holds, checking every 20 ms; panics naming `what` after
+/// `timeout`. For state that has no notification to wait on (a file's contents, a
+/// peer's view); the daemon's own state is waited on through its handle.
+pub fn wait_until(what: &str, timeout: Duration, mut ready: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !ready() {
+        assert!(t0.elapsed() < timeout, "not {what} within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Synthesise `text` with espeak-ng and return 16 kHz mono samples (resampled by the
@@ -188,4 +234,20 @@ pub fn shared_dir() -> Option<PathBuf> {
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_sarcasmd")
+}
+
+/// A pipe's read and write ends (`std::io::pipe` is newer than the crate's MSRV): a
+/// live PCM source a test feeds, like `arecord | sarcasmd` without the processes.
+pub fn pipe() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills the two descriptors, owned below.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors were just opened by pipe2 and are owned nowhere else.
+    unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    }
 }

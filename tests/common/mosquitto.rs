@@ -4,6 +4,10 @@
 //! Only std, tempfile and libc. The Debian package starts no service; each `Broker` runs
 //! its own `/usr/sbin/mosquitto -c <tempconf>` on a free port with persistence in a
 //! temp dir, so a `restart()` keeps retained messages and persistent sessions.
+//!
+//! mosquitto cannot bind port 0 and say which port it got, so the port is picked here
+//! and released before mosquitto binds it; when another process takes it in between,
+//! mosquitto exits at start and the broker is started again on another port.
 #![allow(dead_code)]
 
 use std::fs;
@@ -40,7 +44,31 @@ impl Broker {
             .prefix("mosquitto-test")
             .tempdir()
             .expect("create temp dir for mosquitto");
-        let port = free_port();
+        let mut b = Broker {
+            child: None,
+            port: 0,
+            dir,
+        };
+        const ATTEMPTS: usize = 5;
+        for attempt in 1..=ATTEMPTS {
+            b.port = free_port();
+            b.write_conf(listener_conf);
+            match b.try_spawn() {
+                Ok(()) => return Some(b),
+                Err(e) if attempt < ATTEMPTS => {
+                    println!(
+                        "mosquitto did not start on port {} ({e}); another port",
+                        b.port
+                    )
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        unreachable!("the last attempt panics")
+    }
+
+    fn write_conf(&self, listener_conf: &str) {
+        let port = self.port;
         let conf = format!(
             "listener {port} 127.0.0.1\n\
              allow_anonymous true\n\
@@ -55,16 +83,9 @@ impl Broker {
              # As root, mosquitto would otherwise switch to user `mosquitto`, who cannot\n\
              # write our temp dir. Ignored when not running as root.\n\
              user root\n",
-            dir = dir.path().display()
+            dir = self.dir.path().display()
         );
-        fs::write(dir.path().join("mosquitto.conf"), conf).expect("write mosquitto.conf");
-        let mut b = Broker {
-            child: None,
-            port,
-            dir,
-        };
-        b.spawn();
-        Some(b)
+        fs::write(self.dir.path().join("mosquitto.conf"), conf).expect("write mosquitto.conf");
     }
 
     pub fn port(&self) -> u16 {
@@ -117,7 +138,16 @@ impl Broker {
         }
     }
 
+    /// Start mosquitto again on the broker's port (a restart keeps the port).
     fn spawn(&mut self) {
+        if let Err(e) = self.try_spawn() {
+            panic!("{e}");
+        }
+    }
+
+    /// Start mosquitto and wait until it accepts connections; an error when it exits at
+    /// start (e.g. its port was taken), a panic when it does not accept in time.
+    fn try_spawn(&mut self) -> Result<(), String> {
         let conf = self.dir.path().join("mosquitto.conf");
         let mut child = Command::new(MOSQUITTO)
             .arg("-c")
@@ -131,11 +161,11 @@ impl Broker {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Ok(Some(status)) = child.try_wait() {
-                panic!(
+                return Err(format!(
                     "mosquitto exited at start ({status}) on port {}; log:\n{}",
                     self.port,
                     self.log()
-                );
+                ));
             }
             if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
                 break;
@@ -152,6 +182,7 @@ impl Broker {
             std::thread::sleep(POLL);
         }
         self.child = Some(child);
+        Ok(())
     }
 }
 

@@ -1,8 +1,17 @@
-//! The daemon as a library function: build the stages from a validated config, run
-//! the stream, report. `sarcasmd run` and `sarcasmd replay` both end up here, and tests
-//! call it directly in a temp dir.
+//! The daemon as a library: build the stages from a validated config, run the stream,
+//! report. `sarcasmd run` and `sarcasmd replay` both go through
+//! [`builder::Daemon::builder`], and so do the tests that hold a daemon in-process (an
+//! engine loaded once, the HTTP listener on port 0, readiness and reload outcomes waited
+//! on as state; see [`builder`] and docs/testing.md). Most tests do that; those about
+//! the process itself (exit codes, signals, what it listens on) start the binary.
+//!
+//! This module keeps what one run is made of: opening the configured source, frames and
+//! event sink, and the outputs besides the event stream ([`Outputs`]); [`builder`] runs
+//! them, once or as the reloading service. Imports go one way: `builder` uses this
+//! module, this module does not use `builder`.
 
-use crate::lock::LockOrRecover;
+pub mod builder;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -18,8 +27,7 @@ use crate::config::{Config, ConfigError, SourceConfig};
 use crate::drops::DropReason;
 use crate::event::{EventSink, JsonLinesSink};
 use crate::metrics::Metrics;
-use crate::pipeline::{self, Counters, Engine, EngineError, PipelineError, RunOptions, RunStats};
-use crate::service;
+use crate::pipeline::{Counters, EngineError, PipelineError, RunStats};
 use crate::sinks::captions::CaptionWriter;
 use crate::sinks::file::EventsFile;
 use crate::sinks::http::{HttpError, HttpServer, Hub};
@@ -381,212 +389,5 @@ pub fn live_stats(c: &Counters, started: Instant) -> serde_json::Value {
         "events": get(&c.events),
         "dropped": c.drops.snapshot(),
         "peak_rss_mb": crate::resources::peak_rss_mb(),
-    })
-}
-
-/// The daemon as `sarcasmd run --config` runs it: [`run`] the config, and on SIGHUP
-/// (`reload`) re-read the file, validate it and [`preflight`](crate::preflight) it
-/// *before* touching the running stream. An invalid file, or one naming files, secrets
-/// or models this machine does not have, is rejected (logged with its file:line:column or
-/// field) and the stream keeps running on the old config; a good one ends the current
-/// stream gracefully (the utterance in progress is finished and flushed) and starts
-/// again with the new config. If the new config still fails to start, the previous one
-/// is started again. Every outcome is logged, shown in the service status and counted
-/// (`sarcasmd_reloads_total{result}`).
-pub fn serve(
-    config_path: &Path,
-    stop: Arc<AtomicBool>,
-    reload: Arc<AtomicBool>,
-) -> Result<DaemonReport, DaemonError> {
-    let mut cfg = Config::load(config_path)?;
-    // The config that ran before a reload, until the reloaded one has started.
-    let mut previous: Option<Config> = None;
-    let mut note: Option<String> = None;
-    loop {
-        let run_stop = Arc::new(AtomicBool::new(false));
-        let done = Arc::new(AtomicBool::new(false));
-        let next: Arc<std::sync::Mutex<Option<Config>>> = Default::default();
-        let watcher = {
-            let (run_stop, done, next) = (run_stop.clone(), done.clone(), next.clone());
-            let (stop, reload) = (stop.clone(), reload.clone());
-            let path = config_path.to_path_buf();
-            std::thread::Builder::new()
-                .name("signals".into())
-                .spawn(move || {
-                    while !done.load(Ordering::Relaxed) {
-                        if stop.load(Ordering::Relaxed) {
-                            service::stopping();
-                            run_stop.store(true, Ordering::Relaxed);
-                            return;
-                        }
-                        if reload.swap(false, Ordering::Relaxed) {
-                            service::reloading();
-                            match checked_config(&path) {
-                                Ok(new) => {
-                                    log::info!(
-                                        "reload: {} is valid; restarting the stream with it",
-                                        path.display()
-                                    );
-                                    *next.lock_or_recover() = Some(new);
-                                    run_stop.store(true, Ordering::Relaxed);
-                                    return;
-                                }
-                                Err(e) => {
-                                    crate::metrics::RELOADS
-                                        .rejected
-                                        .fetch_add(1, Ordering::Relaxed);
-                                    log::error!(
-                                        "reload rejected, still running the previous config: {e}"
-                                    );
-                                    service::ready(&format!("reload rejected: {e}"));
-                                }
-                            }
-                        }
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
-                })
-                .expect("spawn signal watcher")
-        };
-        let started = Arc::new(AtomicBool::new(false));
-        let report = run_with_stop(
-            &cfg,
-            run_stop,
-            stop.clone(),
-            &started,
-            note.take().as_deref(),
-        );
-        done.store(true, Ordering::Relaxed);
-        let _ = watcher.join();
-        let report = match report {
-            Err(e) if !started.load(Ordering::Relaxed) && previous.is_some() => {
-                // The reloaded config passed every check and still did not start (a
-                // port in use, a model failing its checksum): back to the old one.
-                crate::metrics::RELOADS
-                    .failed
-                    .fetch_add(1, Ordering::Relaxed);
-                log::error!("reload failed, starting the previous config again: {e}");
-                note = Some(format!("reload failed: {e}"));
-                cfg = previous.take().expect("checked above");
-                if stop.load(Ordering::Relaxed) {
-                    return Err(e);
-                }
-                continue;
-            }
-            r => r?,
-        };
-        if previous.take().is_some() {
-            crate::metrics::RELOADS
-                .applied
-                .fetch_add(1, Ordering::Relaxed);
-        }
-        let pending = next.lock_or_recover().take();
-        match pending {
-            Some(new) if !stop.load(Ordering::Relaxed) => {
-                previous = Some(std::mem::replace(&mut cfg, new));
-            }
-            _ if !stop.load(Ordering::Relaxed)
-                && matches!(cfg.source, SourceConfig::Stdin { live: true, .. }) =>
-            {
-                return Err(DaemonError::CaptureEnded {
-                    audio_s: report.stats.audio_s,
-                    events: report.stats.events,
-                })
-            }
-            _ => return Ok(report),
-        }
-    }
-}
-
-/// A config file parsed, validated and preflighted (what a reload must pass).
-fn checked_config(path: &Path) -> Result<Config, DaemonError> {
-    let cfg = Config::load(path)?;
-    crate::preflight::check(&cfg)?;
-    Ok(cfg)
-}
-
-/// Run the daemon on `cfg` until the source ends or `stop` is set.
-pub fn run(cfg: &Config, stop: Arc<AtomicBool>) -> Result<DaemonReport, DaemonError> {
-    run_with_stop(cfg, stop.clone(), stop, &AtomicBool::new(false), None)
-}
-
-/// `stop` ends the stream; `signalled` says whether that is the process being asked to
-/// exit (short shutdown budget) rather than a reload. `started` is set once the stream
-/// runs; `note` is added to the service status then (e.g. a failed reload).
-fn run_with_stop(
-    cfg: &Config,
-    stop: Arc<AtomicBool>,
-    signalled: Arc<AtomicBool>,
-    started: &AtomicBool,
-    note: Option<&str>,
-) -> Result<DaemonReport, DaemonError> {
-    crate::preflight::check_start(cfg)?;
-    for w in cfg.board_warnings() {
-        log::warn!("{w}");
-    }
-    let opened = open_source_parts(cfg)?;
-    let source = opened.source;
-    log::info!("source: {}", source.describe());
-    let outputs = Outputs::start(cfg)?;
-    if let Some(m) = opened.mic_counters {
-        outputs.counters.drops.attach(m);
-    }
-    let http_addr = outputs.server.as_ref().map(|s| s.local_addr());
-    outputs.status("loading");
-    let engine = Engine::load(cfg)?;
-    log::info!(
-        "models loaded in {:.0} ms: {:?}",
-        engine.load_ms,
-        engine.models
-    );
-    if let Some(m) = &outputs.metrics {
-        m.set_model_load_seconds(engine.load_ms / 1000.0);
-    }
-    let mut sink = outputs.sinks(cfg, open_sink(cfg, outputs.counters.clone()))?;
-    let realtime = matches!(cfg.source, SourceConfig::Wav { realtime: true, .. });
-    let opts = RunOptions {
-        realtime,
-        stop,
-        counters: outputs.counters.clone(),
-        ..Default::default()
-    };
-    let ticker_done = Arc::new(AtomicBool::new(false));
-    let ticker = outputs.spawn_stats_ticker(cfg, ticker_done.clone());
-    outputs.status("running");
-    started.store(true, Ordering::Relaxed);
-    service::ready(&format!(
-        "running: {} ({} ms to load models){}",
-        cfg.asr.model,
-        engine.load_ms.round(),
-        note.map(|n| format!("; {n}")).unwrap_or_default()
-    ));
-    let watchdog = service::Watchdog::start(outputs.counters.clone());
-    let cpu0 = crate::resources::cpu_seconds();
-    let frames_stop = Arc::new(AtomicBool::new(false));
-    let frames = open_frames(cfg, &outputs.counters, frames_stop.clone());
-    let opts = RunOptions {
-        frame_source_stop: Some(frames_stop),
-        ..opts
-    };
-    let result = pipeline::run_stream_av(&engine, cfg, source, frames, &mut sink, &opts);
-    // A reload starts a new stream in this process: give the old one's memory back.
-    crate::resources::release_freed_memory();
-    drop(watchdog);
-    let stream_cpu_s = crate::resources::cpu_seconds() - cpu0;
-    ticker_done.store(true, Ordering::Relaxed);
-    if let Some(t) = ticker {
-        let _ = t.join();
-    }
-    drop(sink);
-    let grace = if signalled.load(Ordering::Relaxed) {
-        Duration::from_millis(500)
-    } else {
-        Duration::from_secs(2)
-    };
-    outputs.finish(result.as_ref().ok(), grace);
-    Ok(DaemonReport {
-        stats: result?,
-        stream_cpu_s,
-        model_load_ms: engine.load_ms,
-        http_addr,
     })
 }

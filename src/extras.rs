@@ -97,10 +97,13 @@ impl ExtrasHead {
         let meta_path = dir.join(format!("{EXTRAS_HEAD}.json"));
         let bad = |reason: String| HeadError::Meta {
             path: meta_path.clone(),
-            reason,
+            source: reason.into(),
         };
         let extra: ExtrasMeta =
-            serde_json::from_str(&checked.meta_json).map_err(|e| bad(e.to_string()))?;
+            serde_json::from_str(&checked.meta_json).map_err(|e| HeadError::Meta {
+                path: meta_path.clone(),
+                source: e.into(),
+            })?;
         let names: Vec<(&str, &str)> = extra
             .outputs
             .iter()

@@ -119,9 +119,10 @@ impl WeightedViews {
                 other => {
                     return Err(HeadError::Meta {
                         path: path.to_path_buf(),
-                        reason: format!(
+                        source: format!(
                             "weighted_views names `{other}`; the views are text, audio and video"
-                        ),
+                        )
+                        .into(),
                     })
                 }
             }

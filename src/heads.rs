@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tract_onnx::prelude::*;
 
+use crate::error::BoxError;
 use crate::onnx::{self, InputSpec, OnnxError, Runnable};
 
 /// Feature versions this build produces.
@@ -27,8 +28,12 @@ pub const PACKAGED_HEADS_DIR: &str = "/usr/share/sarcasmd/heads";
 
 #[derive(Debug, Error)]
 pub enum HeadError {
-    #[error("{path}: cannot read head metadata: {reason}. Retrain with `models/train/train.sh` or point fusion.heads_dir at a directory with trained heads")]
-    Meta { path: PathBuf, reason: String },
+    #[error("{path}: cannot read head metadata: {source}. Retrain with `models/train/train.sh` or point fusion.heads_dir at a directory with trained heads")]
+    Meta {
+        path: PathBuf,
+        #[source]
+        source: BoxError,
+    },
     #[error("{path}: head was trained on features `{found}` but this build computes `{expected}`; retrain it (`models/train/train.sh`)")]
     FeatureVersion {
         path: PathBuf,
@@ -95,11 +100,11 @@ pub(crate) fn read_checked(
     let meta_json = crate::file_kind::read_text(&meta_path, crate::file_kind::MAX_TEXT_FILE_BYTES)
         .map_err(|e| HeadError::Meta {
             path: meta_path.clone(),
-            reason: e.to_string(),
+            source: e.into(),
         })?;
     let meta: HeadMeta = serde_json::from_str(&meta_json).map_err(|e| HeadError::Meta {
         path: meta_path.clone(),
-        reason: e.to_string(),
+        source: e.into(),
     })?;
     if meta.feature_version != expected_feature_version {
         return Err(HeadError::FeatureVersion {
@@ -111,7 +116,7 @@ pub(crate) fn read_checked(
     let bytes =
         crate::file_kind::read_bytes(&onnx_path, MAX_HEAD_BYTES).map_err(|e| HeadError::Meta {
             path: onnx_path.clone(),
-            reason: e.to_string(),
+            source: e.into(),
         })?;
     let found = crate::models::sha256_bytes(&bytes);
     if found != meta.onnx_sha256 {
@@ -182,5 +187,22 @@ impl Head {
     /// `name@version`, for the event's `models` field.
     pub fn label(&self) -> String {
         format!("{}@{}", self.meta.name, self.meta.version)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_head_keeps_its_cause_as_a_source_and_says_it_once() {
+        let e = match Head::load(Path::new("/nonexistent/heads"), "text_head", "v") {
+            Err(e) => e,
+            Ok(_) => panic!("loaded a head from nowhere"),
+        };
+        let cause = std::error::Error::source(&e).expect("the read error is chained");
+        let line = crate::error::Chain(&e).to_string();
+        assert_eq!(line.matches(&cause.to_string()).count(), 1, "{line}");
+        assert!(line.contains("/nonexistent/heads/text_head.json"), "{line}");
     }
 }

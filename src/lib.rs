@@ -16,6 +16,7 @@ pub mod counters;
 pub mod daemon;
 pub mod devices;
 pub mod drops;
+pub mod error;
 pub mod eval;
 pub mod event;
 pub mod extras;

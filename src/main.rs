@@ -249,29 +249,11 @@ fn main() {
                 .downcast_ref::<DaemonError>()
                 .map(DaemonError::exit_code)
                 .unwrap_or(1);
-            eprintln!("error: {}", error_chain(e.chain()));
+            eprintln!("error: {}", sarcasmd::error::Chain(e.as_ref()));
             code
         }
     };
     std::process::exit(code);
-}
-
-/// An error and its causes in one line, each piece of text once. Many of our errors
-/// name their cause in their own message ("cannot read config file X: <os error>") and
-/// also expose it as `source()`; printing the chain as it is said the OS error twice.
-fn error_chain<'a>(chain: impl Iterator<Item = &'a (dyn std::error::Error + 'static)>) -> String {
-    let mut out = String::new();
-    for cause in chain {
-        let text = cause.to_string();
-        if text.is_empty() || out.contains(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -807,7 +789,6 @@ fn embed(input: &Path, out: &Path, context_s: f32) -> anyhow::Result<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
 
     #[derive(Debug, thiserror::Error)]
     #[error("cannot read config file /x.toml: {source}")]
@@ -823,7 +804,7 @@ mod tests {
     fn each_cause_is_printed_once() {
         let os = || std::io::Error::from(std::io::ErrorKind::NotFound);
         let e = anyhow::Error::new(Embeds { source: os() });
-        let line = error_chain(e.chain());
+        let line = sarcasmd::error::Chain(e.as_ref()).to_string();
         assert_eq!(line.matches(&os().to_string()).count(), 1, "{line}");
         assert!(
             line.starts_with("cannot read config file /x.toml: "),
@@ -831,12 +812,12 @@ mod tests {
         );
         let e = anyhow::Error::new(Wraps(os()));
         assert_eq!(
-            error_chain(e.chain()),
+            sarcasmd::error::Chain(e.as_ref()).to_string(),
             format!("--video needs a video file: {}", os())
         );
         let e = anyhow::Error::new(os()).context("opening the stats file");
         assert_eq!(
-            error_chain(e.chain()),
+            sarcasmd::error::Chain(e.as_ref()).to_string(),
             format!("opening the stats file: {}", os())
         );
     }

@@ -6,13 +6,16 @@ use std::sync::Arc;
 use thiserror::Error;
 use tract_onnx::prelude::*;
 
+use crate::error::BoxError;
+
 pub type Runnable = Arc<TypedRunnableModel>;
 
 #[derive(Debug, Error)]
-#[error("{what}: cannot load ONNX model: {reason}")]
+#[error("{what}: cannot load ONNX model: {source}")]
 pub struct OnnxError {
     pub what: String,
-    pub reason: String,
+    #[source]
+    pub source: BoxError,
 }
 
 /// Input facts: element type and shape, `None` for a symbolic (streaming) dimension.
@@ -43,7 +46,7 @@ pub fn load_path(path: &Path, inputs: &[InputSpec]) -> Result<Runnable, OnnxErro
         .and_then(|_| std::fs::File::open(path))
         .map_err(|e| OnnxError {
             what: what.clone(),
-            reason: e.to_string(),
+            source: e.into(),
         })?;
     load_reader(&what, &mut f, inputs)
 }
@@ -59,7 +62,7 @@ fn load_reader(
 ) -> Result<Runnable, OnnxError> {
     let err = |e: TractError| OnnxError {
         what: what.to_string(),
-        reason: format!("{e:#}"),
+        source: format!("{e:#}").into(),
     };
     let mut model = tract_onnx::onnx().model_for_read(reader).map_err(err)?;
     let symbols = model.symbols.clone();

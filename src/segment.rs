@@ -8,6 +8,7 @@ use thiserror::Error;
 use tract_onnx::prelude::*;
 
 use crate::audio::PIPELINE_RATE_HZ;
+use crate::error::BoxError;
 use crate::onnx::{self, InputSpec, OnnxError, Runnable};
 use crate::validate::{Problems, Validate};
 
@@ -106,8 +107,12 @@ impl Validate for SegmentConfig {
 pub enum VadError {
     #[error(transparent)]
     Load(#[from] OnnxError),
-    #[error("VAD inference failed at {at_s:.2} s: {reason}")]
-    Run { at_s: f64, reason: String },
+    #[error("VAD inference failed at {at_s:.2} s: {source}")]
+    Run {
+        at_s: f64,
+        #[source]
+        source: BoxError,
+    },
 }
 
 /// The Silero model, loaded once; cheap to clone across streams.
@@ -132,7 +137,7 @@ impl VadModel {
     pub fn stream(&self) -> Result<VadStream, VadError> {
         let state = self.runnable.spawn().map_err(|e| VadError::Run {
             at_s: 0.0,
-            reason: e.to_string(),
+            source: format!("{e:#}").into(),
         })?;
         Ok(VadStream {
             state,
@@ -160,7 +165,7 @@ impl VadStream {
         let at_s = self.chunks as f64 * CHUNK_MS / 1000.0;
         let err = |e: TractError| VadError::Run {
             at_s,
-            reason: e.to_string(),
+            source: format!("{e:#}").into(),
         };
         // Shift: the last 64 samples of the previous chunk become the context.
         self.input.copy_within(VAD_CHUNK.., 0);

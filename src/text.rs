@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tract_onnx::prelude::*;
 
+use crate::error::BoxError;
 use crate::onnx::{self, InputSpec, OnnxError, Runnable};
 use crate::validate::{Problems, Validate};
 
@@ -45,10 +46,18 @@ impl Validate for TextConfig {
 pub enum TextError {
     #[error(transparent)]
     Load(#[from] OnnxError),
-    #[error("{path}: cannot load tokenizer: {reason}")]
-    Tokenizer { path: String, reason: String },
-    #[error("text encoder failed on a {tokens}-token input: {reason}")]
-    Run { tokens: usize, reason: String },
+    #[error("{path}: cannot load tokenizer: {source}")]
+    Tokenizer {
+        path: String,
+        #[source]
+        source: sentencepiece::SentencePieceError,
+    },
+    #[error("text encoder failed on a {tokens}-token input: {source}")]
+    Run {
+        tokens: usize,
+        #[source]
+        source: BoxError,
+    },
 }
 
 /// Encoder and tokenizer, loaded once.
@@ -67,7 +76,7 @@ impl TextEncoder {
         let tok = sentencepiece::SentencePieceProcessor::open(tokenizer).map_err(|e| {
             TextError::Tokenizer {
                 path: tokenizer.display().to_string(),
-                reason: e.to_string(),
+                source: e,
             }
         })?;
         let runnable = onnx::load_path(model, &[InputSpec::i64(&[Some(1), None])])?;
@@ -82,7 +91,7 @@ impl TextEncoder {
     pub fn token_ids(&self, text: &str) -> Result<Vec<i64>, TextError> {
         let body = self.tokenizer.encode(text).map_err(|e| TextError::Run {
             tokens: 0,
-            reason: format!("tokenizer: {e}"),
+            source: format!("tokenizer: {e}").into(),
         })?;
         let keep = body.len().min(self.max_tokens.saturating_sub(2));
         let mut ids = Vec::with_capacity(keep + 2);
@@ -98,7 +107,7 @@ impl TextEncoder {
         let n = ids.len();
         let err = |e: TractError| TextError::Run {
             tokens: n,
-            reason: format!("{e:#}"),
+            source: format!("{e:#}").into(),
         };
         let x = Tensor::from_shape(&[1, n], &ids).map_err(err)?;
         let out = self.runnable.run(tvec![x.into()]).map_err(err)?;
@@ -106,10 +115,11 @@ impl TextEncoder {
         if v.len() != EMBEDDING_DIM {
             return Err(TextError::Run {
                 tokens: n,
-                reason: format!(
+                source: format!(
                     "encoder returned {} values, expected {EMBEDDING_DIM}",
                     v.len()
-                ),
+                )
+                .into(),
             });
         }
         Ok(v)

@@ -8,11 +8,12 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum ResampleError {
-    #[error("cannot build a {from_hz} Hz -> {to_hz} Hz resampler: {reason}")]
+    #[error("cannot build a {from_hz} Hz -> {to_hz} Hz resampler: {source}")]
     Build {
         from_hz: u32,
         to_hz: u32,
-        reason: String,
+        #[source]
+        source: rubato::ResamplerConstructionError,
     },
     #[error("resampler failed: {0}")]
     Process(String),
@@ -44,7 +45,7 @@ impl StreamResampler {
             .map_err(|e| ResampleError::Build {
                 from_hz,
                 to_hz,
-                reason: e.to_string(),
+                source: e,
             })?;
         let out_buf = rs.output_buffer_allocate(true);
         let delay_left = rs.output_delay();

@@ -17,9 +17,9 @@ pub struct InputDevice {
 
 /// Every input-capable device of the default host, in a stable order (cpal's).
 pub fn input_devices(host: &cpal::Host) -> Result<Vec<InputDevice>, MicError> {
-    let devices = host.input_devices().map_err(|e| MicError::Enumerate {
-        reason: e.to_string(),
-    })?;
+    let devices = host
+        .input_devices()
+        .map_err(|e| MicError::Enumerate { source: e.into() })?;
     Ok(devices
         .enumerate()
         .map(|(index, device)| {
@@ -180,7 +180,7 @@ pub(super) fn choose_config(
         Err(e) if e.kind() == ErrorKind::DeviceNotAvailable => {
             return Err(MicError::Unavailable {
                 device: name.to_string(),
-                reason: e.to_string(),
+                source: e.into(),
             })
         }
         Err(e) => e.to_string(),
@@ -190,7 +190,7 @@ pub(super) fn choose_config(
         Err(e) if e.kind() == ErrorKind::DeviceNotAvailable => {
             return Err(MicError::Unavailable {
                 device: name.to_string(),
-                reason: e.to_string(),
+                source: e.into(),
             })
         }
         Err(e) => {

@@ -32,28 +32,41 @@ use super::{
     PIPELINE_RATE_HZ,
 };
 use crate::drops::{DropCounters, DropCounts, DropReason, DropSource};
+use crate::error::BoxError;
 
 #[derive(Debug, Error)]
 pub enum MicError {
-    #[error("cannot list audio input devices: {reason}")]
-    Enumerate { reason: String },
+    #[error("cannot list audio input devices: {source}")]
+    Enumerate {
+        #[source]
+        source: BoxError,
+    },
     #[error("no default audio input device; plug in a microphone or set `source.device` (see `sarcasmd devices`)")]
     NoDefault,
     #[error("no audio input device matches \"{wanted}\" ({available}); set `source.device` to a name or index from `sarcasmd devices`")]
     NotFound { wanted: String, available: String },
-    #[error("{device}: not available: {reason} (no sound card, or it was unplugged; `arecord -l` lists the cards ALSA sees)")]
-    Unavailable { device: String, reason: String },
+    #[error("{device}: not available: {source} (no sound card, or it was unplugged; `arecord -l` lists the cards ALSA sees)")]
+    Unavailable {
+        device: String,
+        #[source]
+        source: BoxError,
+    },
     #[error("{device}: offers no sample format sarcasmd can convert (it offers: {offered}); choose another device, e.g. an ALSA `plughw:` one")]
     NoUsableFormat { device: String, offered: String },
-    #[error("{device}: refused {config}: {reason} (it offers: {offered})")]
+    #[error("{device}: refused {config}: {source} (it offers: {offered})")]
     Refused {
         device: String,
         config: String,
-        reason: String,
+        #[source]
+        source: BoxError,
         offered: String,
     },
-    #[error("{device}: cannot start capture: {reason}")]
-    Start { device: String, reason: String },
+    #[error("{device}: cannot start capture: {source}")]
+    Start {
+        device: String,
+        #[source]
+        source: BoxError,
+    },
     #[error("{device}: {reason}")]
     Stream { device: String, reason: String },
     #[error("{device}: stalled: no audio from the device for {waited_ms} ms (limit `source.stall_timeout_ms` = {limit_ms})")]
@@ -303,12 +316,12 @@ impl MicSource {
             .map_err(|e| match e.kind() {
                 ErrorKind::DeviceNotAvailable => MicError::Unavailable {
                     device: name.clone(),
-                    reason: e.to_string(),
+                    source: e.into(),
                 },
                 _ => MicError::Refused {
                     device: name.clone(),
                     config: config_desc.clone(),
-                    reason: e.to_string(),
+                    source: e.into(),
                     offered: offered.clone(),
                 },
             })?;
@@ -351,7 +364,7 @@ impl AudioSource for MicSource {
             self.stream.play().map_err(|e| {
                 self.error(MicError::Start {
                     device: self.what.clone(),
-                    reason: e.to_string(),
+                    source: e.into(),
                 })
             })?;
             self.playing = true;
@@ -562,7 +575,7 @@ mod tests {
         let e = MicError::Refused {
             device: "alsa:hw:CARD=Device,DEV=0 (USB Audio)".into(),
             config: "f32 2 ch 48000 Hz".into(),
-            reason: "The requested stream configuration is not supported by the device.".into(),
+            source: "The requested stream configuration is not supported by the device.".into(),
             offered,
         }
         .to_string();

@@ -67,6 +67,8 @@ use rumqttc::{
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+use crate::error::BoxError;
+
 use crate::drops::{DropCounts, DropReason, DropSource};
 use crate::lock::LockOrRecover;
 use crate::reconnect::{Backoff, BackoffPolicy};
@@ -127,24 +129,36 @@ pub enum MqttError {
     #[error("mqtt.password_file: {path} is empty; put the broker password in it")]
     EmptyPasswordFile { path: PathBuf },
     #[error(
-        "mqtt.tls.ca_file: cannot load CA certificates from {path}: {reason} (it must be a \
+        "mqtt.tls.ca_file: cannot load CA certificates from {path}: {source} (it must be a \
          readable PEM file with at least one CERTIFICATE block)"
     )]
-    CaFile { path: PathBuf, reason: String },
+    CaFile {
+        path: PathBuf,
+        #[source]
+        source: BoxError,
+    },
     #[error(
-        "mqtt.tls.client_cert: cannot load the client certificate from {path}: {reason} (it must \
+        "mqtt.tls.client_cert: cannot load the client certificate from {path}: {source} (it must \
          be a readable PEM file with the CERTIFICATE chain)"
     )]
-    ClientCert { path: PathBuf, reason: String },
+    ClientCert {
+        path: PathBuf,
+        #[source]
+        source: BoxError,
+    },
     #[error(
-        "mqtt.tls.client_key: cannot load the private key from {path}: {reason} (it must be a \
+        "mqtt.tls.client_key: cannot load the private key from {path}: {source} (it must be a \
          readable PEM file with one PKCS#8, PKCS#1 or SEC1 private key)"
     )]
-    ClientKey { path: PathBuf, reason: String },
+    ClientKey {
+        path: PathBuf,
+        #[source]
+        source: BoxError,
+    },
     #[error(
         "mqtt.tls: TLS setup failed: {0} (check that client_cert and client_key belong together)"
     )]
-    Tls(String),
+    Tls(#[source] rustls::Error),
     #[error("cannot start the MQTT client thread: {0}")]
     Thread(std::io::Error),
 }

@@ -24,6 +24,9 @@ import sys
 import time
 import wave
 
+sys.path.insert(0, os.path.dirname(__file__))
+from data import read_jsonl  # noqa: E402  (the one JSON-lines loader of models/train)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = ["tiny.en-q8_0", "base-q8_0"]
 CORPORA = [
@@ -136,7 +139,7 @@ def main():
         src = os.path.join(a.manifests, name)
         if not os.path.exists(src):
             sys.exit(f"{src} missing: run `python3 scripts/manifests.py` first")
-        items = [json.loads(l) for l in open(src) if l.strip()]
+        items = read_jsonl(src)
         if source:
             items = [i for i in items if i.get("source") == source]
         manifest = os.path.join(a.work, f"{name.rsplit('.', 1)[0]}-{source or 'all'}.jsonl")

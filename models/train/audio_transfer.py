@@ -44,6 +44,9 @@ from sklearn.metrics import f1_score
 from sklearn.model_selection import GroupKFold, StratifiedGroupKFold
 from sklearn.preprocessing import StandardScaler
 
+sys.path.insert(0, os.path.dirname(__file__))
+from data import read_jsonl  # noqa: E402  (the one JSON-lines loader of models/train)
+
 SEED = 13
 C_GRID = [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0]
 N_BOOT = 2000
@@ -66,11 +69,6 @@ DURATION_LIKE = ["duration_s", "speech_duration_s"]
 
 
 # ----------------------------------------------------------------------------- data
-
-def read_jsonl(path):
-    with open(path) as f:
-        return [json.loads(l) for l in f if l.strip()]
-
 
 def wav_duration(path):
     with wave.open(path) as w:

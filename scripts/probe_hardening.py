@@ -125,12 +125,13 @@ def probe_1(bin_, tmp):
         for s in socks:
             s.close()
         log = d.stop()
-    logged = log.count("http.max_connections")
-    ok = took < 1 and after == 200 and logged >= 1
+    logged = log.count("http.max_connections")  # once per burst
+    # Idle squatters give their slots to real requests (src/sinks/http/slots.rs).
+    ok = took < 1 and during == 200 and after == 200
     return ok, (
         f"300 idle connections at RLIMIT_NOFILE 256 (max_connections 64, header_timeout_ms 2000): "
         f"a request while they squat -> {during} in {took:.2f} s; 2.5 s later /metrics -> {after}; "
-        f"cap warned {logged}x (once per burst); {'; '.join(refused)}"
+        f"limit logged {logged}x; {'; '.join(refused)}"
     )
 
 
@@ -472,7 +473,7 @@ def probe_17(bin_, tmp):
 
 
 TESTS = {
-    1: "tests/http_listener.rs connections_beyond_the_limit_are_closed_and_idle_ones_time_out",
+    1: "tests/http_listener.rs at_the_limit_idle_connections_give_way_serving_ones_do_not_and_idle_ones_time_out, src/sinks/http/slots.rs",
     2: "tests/http_listener.rs a_foreign_host_is_refused_unless_allowed_or_a_token_is_set",
     3: "tests/http_listener.rs caption_files_are_streamed_bounded_and_must_be_regular_files",
     4: "src/sinks/http/mod.rs the_bearer_scheme_is_case_insensitive",

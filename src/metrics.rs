@@ -37,6 +37,8 @@ pub trait ListenerStats: Send + Sync + fmt::Debug {
     fn refused_connection_limit(&self) -> u64;
     /// Requests refused for their `Host` header.
     fn refused_host(&self) -> u64;
+    /// Idle connections closed to admit a new one at `http.max_connections`.
+    fn idle_closed(&self) -> u64;
 }
 
 /// The MQTT sink's state (`sinks::mqtt` fills it; `/metrics` and the stats topic show it).
@@ -526,11 +528,12 @@ impl Collector for LiveCollector {
             family(
                 &mut enc,
                 "http_refused",
-                "HTTP connections or requests refused, by reason (connection_limit: http.max_connections open; host: Host header not allowed)",
+                "HTTP connections or requests refused, by reason (connection_limit: http.max_connections open, all serving; idle_closed: an idle connection closed to admit a new one; host: Host header not allowed)",
                 MetricType::Counter,
                 "reason",
                 &[
                     ("connection_limit", h.refused_connection_limit() as f64),
+                    ("idle_closed", h.idle_closed() as f64),
                     ("host", h.refused_host() as f64),
                 ],
             )?;

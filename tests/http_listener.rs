@@ -53,8 +53,27 @@ fn closed_by_server(s: &mut TcpStream, within: Duration) -> bool {
         || matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
 }
 
+/// An SSE client on a fresh connection, read until its `hello` arrived.
+fn sse_client(addr: SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut seen = Vec::new();
+    let mut b = [0u8; 1024];
+    while !String::from_utf8_lossy(&seen).contains("hello") {
+        let n = s.read(&mut b).expect("SSE hello within 10 s");
+        assert!(
+            n > 0,
+            "SSE connection closed: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&b[..n]);
+    }
+    s
+}
+
 #[test]
-fn connections_beyond_the_limit_are_closed_and_idle_ones_time_out() {
+fn at_the_limit_idle_connections_give_way_serving_ones_do_not_and_idle_ones_time_out() {
     let (server, hub) = start(
         HttpConfig {
             max_connections: 4,
@@ -64,34 +83,56 @@ fn connections_beyond_the_limit_are_closed_and_idle_ones_time_out() {
         CaptionsConfig::default(),
     );
     let addr = server.local_addr();
-    // Four idle connections (one half-sent) take every slot.
+    // Four idle connections (the oldest half-sent) take every slot.
     let mut idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
     idle[0].write_all(b"GET / HTTP/1.1\r\nHo").unwrap();
-    // The fifth is closed at once and counted.
-    let mut fifth = TcpStream::connect(addr).unwrap();
+    // A real request still gets through, in the oldest idle connection's slot.
+    let (status, body) = get(addr, "/healthz", "Host: 127.0.0.1\r\n");
+    assert_eq!((status, body.as_slice()), (200, &b"ok\n"[..]));
     assert!(
-        closed_by_server(&mut fifth, Duration::from_secs(10)),
-        "a connection beyond max_connections was kept open"
+        closed_by_server(&mut idle[0], Duration::from_secs(5)),
+        "the oldest idle connection did not give way"
     );
-    assert_eq!(hub.refused_connection_limit(), 1);
-    // The idle and half-sent ones are closed after header_timeout_ms (bounded wait).
-    for (i, s) in idle.iter_mut().enumerate() {
+    assert_eq!(hub.idle_closed(), 1);
+    assert_eq!(hub.refused_connection_limit(), 0);
+    // Four SSE clients: they take the idle ones' slots, and then every slot serves.
+    let mut sse: Vec<TcpStream> = (0..4).map(|_| sse_client(addr)).collect();
+    for (i, s) in idle.iter_mut().enumerate().skip(1) {
         assert!(
-            closed_by_server(s, Duration::from_secs(15)),
-            "idle connection {i} never closed"
+            closed_by_server(s, Duration::from_secs(5)),
+            "idle connection {i} kept its slot beside the SSE clients"
         );
     }
-    // Then a real request gets through again.
-    let t0 = Instant::now();
-    loop {
-        let (status, body) = get(addr, "/healthz", "Host: 127.0.0.1\r\n");
-        if status == 200 {
-            assert_eq!(body, b"ok\n");
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(10), "status {status}");
-        std::thread::sleep(Duration::from_millis(50));
+    // So a further connection is closed at once and counted.
+    let mut refused = TcpStream::connect(addr).unwrap();
+    assert!(
+        closed_by_server(&mut refused, Duration::from_secs(10)),
+        "a connection beyond max_connections was kept open while all served"
+    );
+    assert_eq!(hub.refused_connection_limit(), 1);
+    // The SSE clients were never the ones closed.
+    hub.status("{\"state\":\"running\"}".into());
+    for (i, s) in sse.iter_mut().enumerate() {
+        let mut b = [0u8; 256];
+        let n = s.read(&mut b).unwrap_or(0);
+        assert!(n > 0, "SSE client {i} lost its connection");
     }
+    drop(sse);
+    // An idle connection is closed after header_timeout_ms (bounded wait).
+    let t0 = Instant::now();
+    let mut lone = loop {
+        // The SSE slots are given back as the server notices the clients left.
+        let mut s = TcpStream::connect(addr).unwrap();
+        if !closed_by_server(&mut s, Duration::from_millis(200))
+            || t0.elapsed() > Duration::from_secs(10)
+        {
+            break s;
+        }
+    };
+    assert!(
+        closed_by_server(&mut lone, Duration::from_secs(15)),
+        "an idle connection never timed out"
+    );
     server.shutdown(Duration::from_secs(2));
 }
 

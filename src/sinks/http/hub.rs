@@ -36,6 +36,8 @@ pub struct Hub {
     pub(super) drops: DropCounters,
     pub(super) connections: AtomicU64,
     pub(super) refused_connection_limit: AtomicU64,
+    /// Idle connections closed to make room for a new one at `max_connections`.
+    pub(super) idle_closed: AtomicU64,
     pub(super) refused_host: AtomicU64,
     /// Set while connections are being refused, so the warning is logged once per burst.
     pub(super) refusing: AtomicBool,
@@ -70,6 +72,7 @@ impl Hub {
             drops: DropCounters::default(),
             connections: AtomicU64::new(0),
             refused_connection_limit: AtomicU64::new(0),
+            idle_closed: AtomicU64::new(0),
             refused_host: AtomicU64::new(0),
             refusing: AtomicBool::new(false),
         })
@@ -152,6 +155,20 @@ impl Hub {
         }
     }
 
+    /// Connections closed while idle (no response in flight) to admit a newer one.
+    pub fn idle_closed(&self) -> u64 {
+        self.idle_closed.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn idle_connection_closed(&self, max_connections: usize) {
+        if self.idle_closed.fetch_add(1, Ordering::Relaxed) == 0 {
+            log::info!(
+                "http: {max_connections} connections open (http.max_connections); closing the \
+                 oldest idle one for each new connection (counted in sarcasmd_http_refused_total{{reason=\"idle_closed\"}})"
+            );
+        }
+    }
+
     pub(super) fn connection_opened(&self) -> ConnectionGuard<'_> {
         if self.refusing.swap(false, Ordering::Relaxed) {
             log::info!(
@@ -192,5 +209,8 @@ impl crate::metrics::ListenerStats for Hub {
     }
     fn refused_host(&self) -> u64 {
         Hub::refused_host(self)
+    }
+    fn idle_closed(&self) -> u64 {
+        Hub::idle_closed(self)
     }
 }

@@ -13,10 +13,11 @@
 //! otherwise a web page the operator visits could point its own host name at 127.0.0.1
 //! and read live transcripts. Refusals are counted (`sarcasmd_http_refused_total`).
 //!
-//! Connections: at most `max_connections` at once (SSE clients included); a connection
-//! beyond that is closed at once, counted and logged once per burst. A connection that
-//! has not sent a complete request head within `header_timeout_ms` (idle keep-alive, or
-//! a client sending slowly) is closed. Caption files are streamed, never read whole,
+//! Connections: at most `max_connections` at once (SSE clients included). At the limit a
+//! new connection takes the slot of the oldest idle one (`slots.rs`); when every open
+//! connection is serving, the new one is closed at once, counted and logged once per
+//! burst. A connection that has not sent a complete request head within
+//! `header_timeout_ms` (idle keep-alive, or a client sending slowly) is closed. Caption files are streamed, never read whole,
 //! and never more than the rotation size; a client that leaves stops the read.
 //!
 //! Queues: the [`Hub`] fans events out through a bounded broadcast channel
@@ -26,7 +27,7 @@
 //!
 //! Files: this one the server (listener, connection limits, router); `config.rs` the
 //! `[http]` section; `hub.rs` what clients are sent; `access.rs` the host rule and the
-//! token check; `handlers.rs` the routes.
+//! token check; `handlers.rs` the routes; `slots.rs` the connection slots.
 
 use crate::lock::LockOrRecover;
 use std::collections::VecDeque;
@@ -46,11 +47,11 @@ use axum::routing::get;
 use axum::Router;
 use futures_util::stream::Stream;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::service::TowerToHyperService;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use tokio::io::AsyncReadExt;
-use tokio::sync::{broadcast, watch, Semaphore};
+use tokio::sync::{broadcast, watch};
+use tower::ServiceExt;
 
 use crate::drops::{DropCounters, DropCounts, DropReason, DropSource};
 use crate::metrics::{self, Metrics};
@@ -69,11 +70,13 @@ mod access;
 mod config;
 mod handlers;
 mod hub;
+mod slots;
 
 use access::*;
 pub use config::*;
 use handlers::*;
 pub use hub::*;
+use slots::{Admit, ServingBody, Slots};
 
 #[derive(Debug, Error)]
 pub enum HttpError {
@@ -236,7 +239,7 @@ async fn serve(
     hub: Arc<Hub>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let slots = Slots::new(limits.max_connections);
     let mut accept_failing = false;
     loop {
         let accepted = tokio::select! {
@@ -258,17 +261,40 @@ async fn serve(
                 continue;
             }
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            hub.connection_refused(limits.max_connections);
-            drop(tcp);
-            continue;
+        let slot = match slots.admit() {
+            Admit::Free(slot) => slot,
+            Admit::TookIdle(slot) => {
+                hub.idle_connection_closed(limits.max_connections);
+                slot
+            }
+            Admit::Refused => {
+                hub.connection_refused(limits.max_connections);
+                drop(tcp);
+                continue;
+            }
         };
         let hub = hub.clone();
-        let service = TowerToHyperService::new(app.clone());
+        let app = app.clone();
+        let conn = slot.conn.clone();
+        // Each response marks the connection as serving until its body is sent, so an
+        // SSE client or a caption download is never the one closed for a newcomer.
+        let service = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+            let serving = conn.serving();
+            let app = app.clone();
+            async move {
+                let Ok(resp) = app.oneshot(req.map(Body::new)).await;
+                Ok::<_, std::convert::Infallible>(resp.map(|inner| {
+                    Body::new(ServingBody {
+                        inner,
+                        _serving: serving,
+                    })
+                }))
+            }
+        });
         let mut stop = stop.clone();
         tokio::spawn(async move {
             let _open = hub.connection_opened();
-            let _permit = permit;
+            let slot = slot;
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder
                 .timer(TokioTimer::new())
@@ -281,6 +307,9 @@ async fn serve(
                         log::debug!("http: connection from {peer}: {e}");
                     }
                 }
+                _ = slot.conn.closed() => {
+                    log::debug!("http: closed idle connection from {peer} for a new one");
+                }
                 _ = stopped(&mut stop) => {
                     // Finish the response in flight (SSE streams end on the same signal).
                     conn.as_mut().graceful_shutdown();
@@ -289,8 +318,8 @@ async fn serve(
             }
         });
     }
-    // Every connection returns its permit when it ends.
-    let _ = permits.acquire_many(limits.max_connections as u32).await;
+    // Every connection gives its slot back when it ends.
+    slots.all_ended().await;
 }
 
 /// Resolves once the server is told to stop (the watch guard is not held across awaits).

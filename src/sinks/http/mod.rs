@@ -17,8 +17,9 @@
 //! new connection takes the slot of the oldest idle one (`slots.rs`); when every open
 //! connection is serving, the new one is closed at once, counted and logged once per
 //! burst. A connection that has not sent a complete request head within
-//! `header_timeout_ms` (idle keep-alive, or a client sending slowly) is closed. Caption files are streamed, never read whole,
-//! and never more than the rotation size; a client that leaves stops the read.
+//! `header_timeout_ms` (idle keep-alive, or a client sending slowly) is closed. Caption
+//! files are streamed, never read whole, and never more than the rotation size; a client
+//! that leaves stops the read.
 //!
 //! Queues: the [`Hub`] fans events out through a bounded broadcast channel
 //! (`client_buffer` messages per client). A client that falls further behind loses the

@@ -1,0 +1,334 @@
+//! The pipeline: source -> audio ring -> segmenter (VAD, prosody frames, context) ->
+//! utterance queue -> analyser (ASR, text view, audio view, fusion) -> event queue ->
+//! sink, with an optional interim decoder and camera -> vision threads beside it.
+//! One thread per stage; `run_stream` is what the daemon, `replay`, `features` and
+//! the tests all call, so every entry point exercises the same code.
+//!
+//! This file only wires the stages; each lives in its own module with one shape (a
+//! struct of what it needs, and `run`):
+//! - [`plan`]: every setting derived from the config and the source, pure and tested;
+//! - [`queues`]: every queue, what flows on it and its full policy, stated once;
+//! - [`shutdown`]: the one signal that ends a run (outside stop, failure, audio done);
+//! - [`source`], [`segmenter`], [`analyser`], [`interim`], [`vision`], [`sink`]: the
+//!   stages, in data-flow order;
+//! - [`engine`] and [`stats`]: the shared models, and the run summary.
+//!
+//! Load shedding, when the board cannot keep up: first streaming steps (see
+//! `queues`), then the ladder in `crate::shed` (camera frame rate, smaller Whisper
+//! model, text view of long utterances), each step counted and given back once
+//! utterances are on time.
+
+mod analyser;
+mod engine;
+mod interim;
+mod plan;
+mod queues;
+mod segmenter;
+mod shutdown;
+mod sink;
+mod source;
+mod stats;
+mod vision;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use thiserror::Error;
+
+use crate::asr::AsrError;
+use crate::audio::{AudioError, AudioSource, PIPELINE_RATE_HZ};
+use crate::config::Config;
+use crate::context::ContextStore;
+pub use crate::counters::Counters;
+use crate::event::EventSink;
+use crate::fusion::HeadError;
+use crate::prosody::ProsodyError;
+use crate::segment::VadError;
+use crate::shed::ShedLadder;
+use crate::text::TextError;
+use crate::video::FrameSource;
+use crate::vision::stream::VisionTimeline;
+
+pub use engine::{required_models, Engine, EngineError};
+pub use stats::{RunStats, StageSummary, StreamingStats};
+
+use analyser::Analyser;
+use interim::Interim;
+use plan::{Plan, PlanInputs};
+use queues::Queues;
+use segmenter::{SegmenterOutputs, SegmenterStage, SpeechSignals};
+use shutdown::Shutdown;
+use sink::SinkStage;
+use source::SourceFeeder;
+use vision::{FrameReader, VisionStage};
+
+/// Stream samples per second.
+const RATE: f64 = PIPELINE_RATE_HZ as f64;
+
+#[derive(Debug, Error)]
+pub enum PipelineError {
+    #[error(transparent)]
+    Audio(#[from] AudioError),
+    #[error(transparent)]
+    Vad(#[from] VadError),
+    #[error(transparent)]
+    Asr(#[from] AsrError),
+    #[error(transparent)]
+    Text(#[from] TextError),
+    #[error(transparent)]
+    Head(#[from] HeadError),
+    #[error(transparent)]
+    Prosody(#[from] ProsodyError),
+    #[error("cannot write events: {0}")]
+    Sink(std::io::Error),
+    #[error("pipeline thread `{0}` panicked")]
+    Panic(&'static str),
+}
+
+#[derive(Clone)]
+pub struct RunOptions {
+    /// Pace a file source at real time (as a microphone would deliver it).
+    pub realtime: bool,
+    /// Attach feature vectors to events (training and evaluation).
+    pub with_features: bool,
+    /// Set to stop early (SIGTERM); the current utterance is finished and flushed.
+    pub stop: Arc<AtomicBool>,
+    /// Shared with whoever reports them live (`/metrics`, MQTT stats).
+    pub counters: Arc<Counters>,
+    /// Set when the audio side is done, so a frame source waiting for a lost camera
+    /// gives up (see `ReconnectingFrameSource`).
+    pub frame_source_stop: Option<Arc<AtomicBool>>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            realtime: false,
+            with_features: false,
+            stop: Arc::new(AtomicBool::new(false)),
+            counters: Arc::new(Counters::default()),
+            frame_source_stop: None,
+        }
+    }
+}
+
+/// Run one audio stream through the whole pipeline until the source ends (or `stop`
+/// is set), writing one event per utterance to `sink`.
+pub fn run_stream(
+    engine: &Engine,
+    cfg: &Config,
+    source: Box<dyn AudioSource>,
+    sink: &mut dyn EventSink,
+    opts: &RunOptions,
+) -> Result<RunStats, PipelineError> {
+    run_stream_av(engine, cfg, source, None, sink, opts)
+}
+
+/// [`run_stream`] with frames from a camera or video file for the vision view. Frames
+/// are stamped on the stream clock; without frames (or when the frame source fails)
+/// the stream runs audio-only and `views.video` stays null.
+pub fn run_stream_av(
+    engine: &Engine,
+    cfg: &Config,
+    source: Box<dyn AudioSource>,
+    frames: Option<Box<dyn FrameSource>>,
+    sink: &mut dyn EventSink,
+    opts: &RunOptions,
+) -> Result<RunStats, PipelineError> {
+    let t0 = Instant::now();
+    let counters = opts.counters.clone();
+    // Vision: only with both a frame source and the models.
+    let vision = match (frames, &engine.vision) {
+        (Some(f), Some(m)) => match m.analyser(&cfg.vision) {
+            Ok(a) => Some((f, a)),
+            Err(e) => {
+                counters.vision.source_failed.store(true, Ordering::Relaxed);
+                log::warn!("{e}; running audio-only (views.video null)");
+                None
+            }
+        },
+        (Some(f), None) => {
+            log::warn!(
+                "{}: vision models are not loaded (vision.source is `none`); running audio-only",
+                f.describe()
+            );
+            None
+        }
+        _ => None,
+    };
+    let plan = Plan::new(
+        cfg,
+        PlanInputs {
+            live: source.is_live(),
+            realtime: opts.realtime,
+            vision: vision.is_some(),
+            frames_live: vision.as_ref().is_some_and(|(f, _)| f.is_live()),
+            asr_fallback: engine.asr_fallback.is_some(),
+            text_encoder: engine.text.is_some(),
+        },
+    );
+    let plan = &plan;
+    let shutdown = Shutdown::new(opts.stop.clone(), opts.frame_source_stop.clone());
+    let (ring_writer, ring_reader) = queues::audio_ring(plan);
+    let Queues {
+        utterances: (utt_tx, utt_rx),
+        events: (ev_tx, ev_rx),
+        interim: (int_tx, int_rx),
+        steps: (step_tx, step_rx),
+    } = Queues::new(plan);
+    let context = Arc::new(Mutex::new(ContextStore::new(
+        plan.context_s,
+        plan.audio_keep_s,
+    )));
+    let signals = Arc::new(SpeechSignals::default());
+    let ladder = ShedLadder::new(plan.shed, cfg.budget.recover_after, &counters.shed);
+    let ladder = &ladder;
+    let timeline = VisionTimeline::new(plan.frames_keep_s);
+    let timeline = &timeline;
+
+    let stages = std::thread::scope(|s| -> Result<_, PipelineError> {
+        let spawn = |name: &str| std::thread::Builder::new().name(name.into());
+        if let Some((frame_source, analyser)) = vision {
+            let (frame_tx, frame_rx) = crossbeam_channel::bounded(plan.frame_queue);
+            let reader = FrameReader {
+                source: frame_source,
+                frames: frame_tx,
+                oldest: frame_rx.clone(),
+                analyse_fps: cfg.vision.analyse_fps,
+                shed: (ladder, cfg.budget.shed_vision_fps),
+                paced_from: plan.pace_frames.then_some(t0),
+                counters: &counters,
+                gaps: ev_tx.clone(),
+                shutdown: shutdown.clone(),
+            };
+            spawn("frames")
+                .spawn_scoped(s, move || reader.run())
+                .expect("spawn frames thread");
+            let stage = VisionStage {
+                analyser,
+                frames: frame_rx,
+                timeline,
+                counters: &counters,
+            };
+            spawn("vision")
+                .spawn_scoped(s, move || stage.run())
+                .expect("spawn vision thread");
+        } else {
+            timeline.end();
+        }
+
+        let feeder = SourceFeeder {
+            source,
+            ring: ring_writer,
+            realtime: plan.realtime,
+            counters: counters.clone(),
+            gaps: ev_tx.clone(),
+            shutdown: shutdown.clone(),
+        };
+        let source_h = spawn("source")
+            .spawn_scoped(s, move || feeder.run())
+            .expect("spawn source thread");
+
+        let segmenter = SegmenterStage {
+            vad: &engine.vad,
+            cfg,
+            plan,
+            ctx: context.clone(),
+            counters: counters.clone(),
+            signals: signals.clone(),
+            out: SegmenterOutputs {
+                utterances: utt_tx,
+                interim: plan.interim_thread.then_some(int_tx),
+                steps: plan.streaming.then_some(step_tx),
+            },
+            ring: ring_reader,
+            shutdown: shutdown.clone(),
+        };
+        let segmenter_h = spawn("segmenter")
+            .spawn_scoped(s, move || segmenter.run())
+            .expect("spawn segmenter thread");
+
+        let interim_h = plan.interim_thread.then(|| {
+            let interim = Interim {
+                engine,
+                cfg,
+                requests: int_rx,
+                events: ev_tx.clone(),
+                counters: &counters,
+            };
+            spawn("interim")
+                .spawn_scoped(s, move || interim.run())
+                .expect("spawn interim thread")
+        });
+
+        let analyser = Analyser {
+            engine,
+            cfg,
+            ctx: &context,
+            counters: &counters,
+            ladder,
+            utterances: utt_rx,
+            steps: step_rx,
+            events: ev_tx,
+            streaming: plan.streaming,
+            partials: plan.partials,
+            with_features: opts.with_features,
+            timeline: plan.vision.then_some(timeline),
+            frames_live: plan.frames_live,
+            signals: &signals,
+            shutdown: shutdown.clone(),
+        };
+        let analyser_h = spawn("analyser")
+            .spawn_scoped(s, move || analyser.run())
+            .expect("spawn analyser thread");
+
+        // The sink runs on this thread until every sender is gone.
+        let out = SinkStage {
+            events: ev_rx,
+            counters: &counters,
+            budget_ms: cfg.budget.event_latency_ms,
+            shutdown: shutdown.clone(),
+        }
+        .run(sink);
+        let src = source_h
+            .join()
+            .map_err(|_| PipelineError::Panic("source"))?;
+        let seg = segmenter_h
+            .join()
+            .map_err(|_| PipelineError::Panic("segmenter"))?;
+        let an = analyser_h
+            .join()
+            .map_err(|_| PipelineError::Panic("analyser"))?;
+        if let Some(h) = interim_h {
+            h.join().map_err(|_| PipelineError::Panic("interim"))?;
+        }
+        // The first error in data-flow order is the cause; later ones are consequences.
+        src?;
+        let vad_ms = seg?;
+        an?;
+        if let Some(e) = out.error {
+            return Err(PipelineError::Sink(e));
+        }
+        sink.flush().map_err(PipelineError::Sink)?;
+        let mut stages = out.stages;
+        stages.insert("vad_chunk".into(), vad_ms);
+        Ok(stages)
+    })?;
+    Ok(RunStats::collect(
+        &counters,
+        t0.elapsed().as_secs_f64(),
+        stages,
+        plan.streaming,
+        plan.vision,
+        ladder.stats(),
+    ))
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}

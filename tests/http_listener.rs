@@ -7,6 +7,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use sarcasmd::metrics::ListenerStats;
 use sarcasmd::sinks::captions::CaptionsConfig;
 use sarcasmd::sinks::http::{HttpConfig, HttpServer, Hub};
 
@@ -49,8 +50,12 @@ fn get(addr: SocketAddr, path: &str, extra_headers: &str) -> (u16, Vec<u8>) {
 fn closed_by_server(s: &mut TcpStream, within: Duration) -> bool {
     s.set_read_timeout(Some(within)).unwrap();
     let mut b = [0u8; 64];
-    matches!(s.read(&mut b), Ok(0))
-        || matches!(s.read(&mut b), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+    // A close with unread bytes in the server's buffer (a half-sent request) is a reset
+    // (then end of file on the next read); an orderly close is end of file at once.
+    let closed = |r: std::io::Result<usize>| {
+        matches!(r, Ok(0)) || matches!(r, Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+    };
+    closed(s.read(&mut b)) || closed(s.read(&mut b))
 }
 
 /// An SSE client on a fresh connection, read until its `hello` arrived.

@@ -125,25 +125,6 @@ impl Hub {
         let _ = self.tx.send(m);
     }
 
-    pub fn clients(&self) -> u64 {
-        self.clients.load(Ordering::Relaxed)
-    }
-
-    /// Open HTTP connections (SSE clients included).
-    pub fn connections(&self) -> u64 {
-        self.connections.load(Ordering::Relaxed)
-    }
-
-    /// Connections closed at once because `max_connections` were open.
-    pub fn refused_connection_limit(&self) -> u64 {
-        self.refused_connection_limit.load(Ordering::Relaxed)
-    }
-
-    /// Requests refused because their `Host` is not allowed (DNS rebinding guard).
-    pub fn refused_host(&self) -> u64 {
-        self.refused_host.load(Ordering::Relaxed)
-    }
-
     pub(super) fn connection_refused(&self, max_connections: usize) {
         self.refused_connection_limit
             .fetch_add(1, Ordering::Relaxed);
@@ -153,11 +134,6 @@ impl Hub {
                  until some end (counted in sarcasmd_http_refused_total)"
             );
         }
-    }
-
-    /// Connections closed while idle (no response in flight) to admit a newer one.
-    pub fn idle_closed(&self) -> u64 {
-        self.idle_closed.load(Ordering::Relaxed)
     }
 
     pub(super) fn idle_connection_closed(&self, max_connections: usize) {
@@ -197,20 +173,21 @@ impl Drop for ClientGuard {
     }
 }
 
-impl crate::metrics::ListenerStats for Hub {
+/// The listener's counters, read through the trait `metrics` defines (one definition).
+impl ListenerStats for Hub {
     fn clients(&self) -> u64 {
-        Hub::clients(self)
+        self.clients.load(Ordering::Relaxed)
     }
     fn connections(&self) -> u64 {
-        Hub::connections(self)
+        self.connections.load(Ordering::Relaxed)
     }
     fn refused_connection_limit(&self) -> u64 {
-        Hub::refused_connection_limit(self)
+        self.refused_connection_limit.load(Ordering::Relaxed)
     }
     fn refused_host(&self) -> u64 {
-        Hub::refused_host(self)
+        self.refused_host.load(Ordering::Relaxed)
     }
     fn idle_closed(&self) -> u64 {
-        Hub::idle_closed(self)
+        self.idle_closed.load(Ordering::Relaxed)
     }
 }

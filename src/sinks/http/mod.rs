@@ -55,7 +55,7 @@ use tokio::sync::{broadcast, watch};
 use tower::ServiceExt;
 
 use crate::drops::{DropCounters, DropCounts, DropReason, DropSource};
-use crate::metrics::{self, Metrics};
+use crate::metrics::{self, ListenerStats, Metrics};
 use crate::sinks::captions::CaptionsConfig;
 use crate::validate::{FieldError, Problems, Validate};
 

@@ -317,10 +317,7 @@ impl Segmenter {
             return;
         }
         last.0 = pos;
-        let (audio_start, audio) = self
-            .ctx
-            .lock_or_recover()
-            .audio_range(speech_start.saturating_sub(self.pre_roll_samples), pos);
+        let (audio_start, audio) = self.open_audio(speech_start, pos);
         let req = InterimRequest {
             id: self.next_id,
             speech_start,
@@ -328,6 +325,14 @@ impl Segmenter {
             audio,
         };
         send_interim(tx, &self.counters, req);
+    }
+
+    /// The utterance in progress so far, with its pre-roll, from the context store:
+    /// (first sample's stream position, audio).
+    fn open_audio(&self, speech_start: u64, pos: u64) -> (u64, Vec<f32>) {
+        self.ctx
+            .lock_or_recover()
+            .audio_range(speech_start.saturating_sub(self.pre_roll_samples), pos)
     }
 
     /// Send the utterance in progress to the analyser for a streaming step: every
@@ -373,10 +378,7 @@ impl Segmenter {
                 .fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let (audio_start, audio) = self
-            .ctx
-            .lock_or_recover()
-            .audio_range(speech_start.saturating_sub(self.pre_roll_samples), pos);
+        let (audio_start, audio) = self.open_audio(speech_start, pos);
         let req = StepRequest {
             id: self.next_id,
             speech_start,
@@ -389,7 +391,7 @@ impl Segmenter {
         // The segmenter is the only sender, so the queue cannot have filled since the
         // check; a disconnected analyser has failed and reports that itself.
         if tx.try_send(req).is_ok() {
-            last.0 = pos;
+            self.step_at.0 = pos;
             if pause {
                 self.speculated_for = speech_end;
             }

@@ -257,6 +257,15 @@ impl<R: Read + Seek + Send> AudioSource for WavSource<R> {
 fn classify_hound(path: &Path, e: hound::Error) -> AudioError {
     let p = path.to_path_buf();
     match e {
+        // A valid WAV whose sample size hound cannot decode (a plain 64-bit float file
+        // as sox writes it, PCM sizes WAVEFORMATEX does not allow) is a format to
+        // convert, not a broken file: name the formats that work and how to convert.
+        hound::Error::FormatError(reason) if reason.starts_with("bits per sample is not") => {
+            AudioError::Unsupported {
+                path: p,
+                reason: format!("sample size not decodable ({reason}; 64-bit float is not read)"),
+            }
+        }
         hound::Error::FormatError(reason) => AudioError::NotWav {
             path: p,
             reason: reason.to_string(),

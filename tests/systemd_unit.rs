@@ -72,6 +72,17 @@ fn unit_has_the_settings_the_daemon_relies_on() {
             .any(|v| v.contains("exec /usr/bin/sarcasmd run ") && !v.contains('|')),
         "ExecStart= must exec sarcasmd (no pipeline in front of it)"
     );
+    // Issue 25, class 1: the file limit must hold the HTTP connection cap (512 at most,
+    // validated) plus the daemon's own files (models, devices, sockets), or idle clients
+    // exhaust it before the cap refuses them.
+    let nofile: Vec<u64> = values(&s, "LimitNOFILE")
+        .iter()
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    assert!(
+        nofile.len() == 1 && nofile[0] >= 512 + 128,
+        "LimitNOFILE= must be set to at least 640: {nofile:?}"
+    );
     assert_eq!(values(&s, "DynamicUser"), ["yes"]);
     assert!(
         values(&s, "DeviceAllow")

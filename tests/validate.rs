@@ -65,6 +65,14 @@ fn validate_refuses_what_the_start_would_refuse() {
             "mqtt.password_file",
         ),
         (
+            "password file missing",
+            format!(
+                "[mqtt]\nenabled = true\nhost = \"127.0.0.1\"\nusername = \"room\"\npassword_file = \"{d_}/missing-password\"\n"
+            ),
+            2,
+            "mqtt.password_file",
+        ),
+        (
             "events path is a directory",
             format!("[output]\nevents = \"{}\"\n", events_dir.display()),
             2,
@@ -203,6 +211,32 @@ fn paths_that_are_not_regular_files_are_refused_by_kind_at_once() {
 
 /// One round of fixes, not one per mistake (issue 27, item 2): every invalid value of a
 /// file is named, and then every file it names that this machine cannot use.
+/// Issue 25, classes 1 and 3: the bounds that keep memory and file descriptors finite
+/// are enforced on the way in (a caption file is served whole to each overlay client; a
+/// connection cap above the unit's LimitNOFILE would let idle clients exhaust it).
+#[test]
+fn resource_bounds_have_upper_limits() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = d.path().join("big.toml");
+    std::fs::write(
+        &cfg,
+        "[captions]\nrotate_mb = 100000\n[http]\nenabled = true\nmax_connections = 100000\n",
+    )
+    .unwrap();
+    let out = validate(&cfg);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    for (field, bound) in [
+        ("captions.rotate_mb", "1..=256"),
+        ("http.max_connections", "1..=512"),
+    ] {
+        assert!(
+            err.contains(&format!("`{field}`")) && err.contains(bound),
+            "{field} {bound}: {err}"
+        );
+    }
+}
+
 #[test]
 fn validate_names_every_problem_not_only_the_first() {
     let d = tempfile::tempdir().unwrap();

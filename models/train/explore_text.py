@@ -58,6 +58,7 @@ from tokenizers import Tokenizer  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 from data import read_jsonl  # noqa: E402
+import selection  # noqa: E402
 from metrics import baselines, prf  # noqa: E402
 from train import SEED, embed, fit_lr, predict  # noqa: E402
 from train import arg_parser as train_arg_parser  # noqa: E402
@@ -127,16 +128,14 @@ class Mean:
 
 def choose(grid, c, idx):
     """Best factory on inner 3-fold StratifiedGroupKFold over `idx` only."""
-    cv = StratifiedGroupKFold(n_splits=3, shuffle=True, random_state=SEED)
-    best = None
-    for name, make in grid:
-        pred = np.zeros(len(idx))
-        for tr, te in cv.split(idx, c.y[idx], c.groups[idx]):
-            pred[te] = make(c).fit(idx[tr]).predict(idx[te])
-        f1 = prf(c.y[idx], pred >= 0.5)["f1_macro"]
-        if best is None or f1 > best[2]:
-            best = (name, make, f1)
-    return best
+    splits = list(StratifiedGroupKFold(n_splits=3, shuffle=True, random_state=SEED).split(idx, c.y[idx], c.groups[idx]))
+
+    def score(entry):
+        make = entry[1]
+        pred = selection.out_of_fold(splits, len(idx), lambda tr, te: make(c).fit(idx[tr]).predict(idx[te]))
+        return prf(c.y[idx], pred >= 0.5)["f1_macro"]
+    (name, make), scores = selection.best(grid, score)
+    return name, make, scores[grid.index((name, make))]
 
 
 def protocols(mpp, si, grid):
@@ -324,7 +323,8 @@ def att_protocol(states, y, tr, te, inner):
             o = att_train(states, y, itr, [iva], wd, range(1, ATT_EPOCHS + 1))
             for ep, (pv,) in o.items():
                 score.setdefault((wd, ep), []).append(prf(y[iva], pv >= 0.5)["f1_macro"])
-    wd, ep = max(score, key=lambda k: (round(float(np.mean(score[k])), 6), -k[1]))
+    # Ties go to the earlier epoch, then to the first weight decay tried.
+    wd, ep = selection.best(sorted(score, key=lambda k: k[1]), lambda k: round(float(np.mean(score[k])), 6))[0]
     return att_train(states, y, tr, [te], wd, [ep])[ep][0], f"wd={wd} ep={ep}"
 
 
@@ -422,7 +422,8 @@ def ft_mustardpp(m, mpp):
 
 
 def ft_choose(y, val, out):
-    return max(out, key=lambda ep: (round(prf(y[val], out[ep]["val"] >= 0.5)["f1_macro"], 6), -ep))
+    """The epoch with the best validation macro-F1 (rounded to 6 places; the earlier epoch on ties)."""
+    return selection.best(sorted(out), lambda ep: round(prf(y[val], out[ep]["val"] >= 0.5)["f1_macro"], 6))[0]
 
 
 # --- the run ----------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, os.path.dirname(__file__))
 import data  # noqa: E402
+import selection  # noqa: E402
 from train import CLIP_SD, SEED, TEXT_FEATURE_VERSION, embed, fit_lr, save_onnx, standardise  # noqa: E402
 
 FOLDS = [f"fold{i}" for i in range(5)]
@@ -74,26 +75,20 @@ def choose(X, y, groups, kind, classes):
     """Inner CV on the given (training) rows only; returns the chosen C or alpha."""
     if kind == "cls":
         cv = list(StratifiedGroupKFold(n_splits=4, shuffle=True, random_state=SEED).split(X, y, groups))
-        best = None
-        for C in C_GRID:
-            pred = np.empty(len(y), dtype=object)
-            for tr, te in cv:
-                m = fit_lr(X[tr], y[tr], C)
-                pred[te] = m[1].classes_[predict_cls(m, X[te]).argmax(1)]
-            f = macro_f1(y, pred, classes)
-            if best is None or f > best[1]:
-                best = (C, f)
-        return best[0]
+
+        def label(C, tr, te):
+            m = fit_lr(X[tr], y[tr], C)
+            return m[1].classes_[predict_cls(m, X[te]).argmax(1)]
+        return selection.best(
+            C_GRID,
+            lambda C: macro_f1(y, selection.out_of_fold(cv, len(y), lambda tr, te: label(C, tr, te), object), classes),
+        )[0]
     cv = list(GroupKFold(n_splits=4).split(X, y, groups))
-    best = None
-    for a in ALPHA_GRID:
-        pred = np.zeros(len(y))
-        for tr, te in cv:
-            pred[te] = predict_reg(fit_ridge(X[tr], y[tr], a), X[te])
-        mae = float(np.abs(pred - y).mean())
-        if best is None or mae < best[1]:
-            best = (a, mae)
-    return best[0]
+
+    def mae(a):
+        pred = selection.out_of_fold(cv, len(y), lambda tr, te: predict_reg(fit_ridge(X[tr], y[tr], a), X[te]))
+        return float(np.abs(pred - y).mean())
+    return selection.best(ALPHA_GRID, mae, lower_is_better=True)[0]
 
 
 def pearson(a, b):

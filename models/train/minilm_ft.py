@@ -49,6 +49,7 @@ import optax  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 import data  # noqa: E402
+import selection  # noqa: E402
 import text_head_v2 as v2  # noqa: E402
 from explore_text import (FT_BATCH, FT_EPOCHS, FT_TOKENS, H, MiniLM, ft_logits,  # noqa: E402
                           ft_optimiser, pad_batch)
@@ -161,7 +162,7 @@ def run_one(m, C_, proto, seed, tests, test_norms, test_groups):
     t0 = time.time()
     out = ft_train_w(m, list(texts), np.asarray(y), np.asarray(w, np.float32), evals, seed)
     yv = np.array([int(r["label"]) for r in val])
-    ep = max(out, key=lambda e: (round(prf(yv, out[e]["val"] >= 0.5)["f1_macro"], 6), -e))
+    ep = selection.best(sorted(out), lambda e: round(prf(yv, out[e]["val"] >= 0.5)["f1_macro"], 6))[0]
     res = {"proto": proto, "seed": seed, "epoch": ep, "seconds": time.time() - t0, "audit": counts,
            "val_f1_by_epoch": {e: prf(yv, out[e]["val"] >= 0.5)["f1_macro"] for e in out},
            "pred": {k: out[ep][k].tolist() for k in evals if k != "val"},

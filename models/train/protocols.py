@@ -39,32 +39,12 @@ from sklearn.model_selection import StratifiedGroupKFold
 sys.path.insert(0, os.path.dirname(__file__))
 from metrics import baselines, prf, row  # noqa: E402
 from data import read_jsonl  # noqa: E402
+import selection  # noqa: E402
+from selection import C_LADDER, C_START, grid_search  # noqa: E402
 from train import SEED, TEXT_FEATURE_VERSION, arg_parser, embed, fit_lr, predict, text_keys, write_head  # noqa: E402
 
-# Half-decade steps of C. The search starts on the middle three and grows past whichever
-# edge wins: a fixed three-value grid picked its top (MMSD2.0, 19k training items) or
-# bottom (SarcNet, MUStARD SI with context) value, where the best C may lie beyond it.
-C_LADDER = [0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0]
-C_START = (2, 5)
-
-
-def grid_search(score):
-    """The C with the highest score(C) (the smaller C on ties), growing the grid by one
-    step past an edge while that edge strictly beats its neighbour. Returns (C, {C: score})."""
-    lo, hi = C_START
-    scores = {C: score(C) for C in C_LADDER[lo:hi]}
-    while True:
-        best = max(sorted(scores), key=lambda c: scores[c])
-        if best == C_LADDER[hi - 1] and hi < len(C_LADDER):
-            hi += 1
-            scores[C_LADDER[hi - 1]] = score(C_LADDER[hi - 1])
-        elif best == C_LADDER[lo] and scores[best] > scores[C_LADDER[lo + 1]] and lo > 0:
-            lo -= 1
-            scores[C_LADDER[lo]] = score(C_LADDER[lo])
-        else:
-            return best, scores
-
-
+# The C search (selection.grid_search): half-decade steps of C, starting on the middle
+# three and growing past whichever edge wins.
 # Extra corpora (training splits only) and the cap on items taken from each, so a
 # composition costs minutes, not an hour (seeded sample).
 EXTRAS = {
@@ -185,13 +165,13 @@ def export_with_shipped(a, heads, model, training):
     write_head(heads, "text_head", model, TEXT_FEATURE_VERSION, training, {}, "protocol-" + os.path.basename(heads).removeprefix("heads-"))
 
 
-def official_split(a, name, key, selection):
+def official_split(a, name, key, how_chosen):
     """Train on the corpus's own training split, score its official test by `sarcasmd eval`."""
     rows = [r for r in read_jsonl(os.path.join(a.manifests, name + ".jsonl")) if r.get("text")]
     train = [r for r in rows if r.get("split") == "train"]
     X = embed(a.bin, train, a.work, name + "-train")
     y = np.array([int(label_of(r, key)) for r in train])
-    if selection == "dev":
+    if how_chosen == "dev":
         dev = [r for r in rows if r.get("split") == "dev"]
         Xd, yd = embed(a.bin, dev, a.work, name + "-dev"), np.array([int(label_of(r, key)) for r in dev])
         C, f1 = grid_search(lambda C: prf(yd, predict(fit_lr(X, y, C), Xd) >= 0.5)["f1_macro"])
@@ -222,7 +202,7 @@ def main():
     extras_cache = {n: extra_rows(a.manifests, n) for n in EXTRAS}
     singles = [()] + [(n,) for n in EXTRAS]
     results, base = mustardpp_cv(a, mpp, extras_cache, singles, [0.0])
-    best = max(results, key=lambda r: r["metrics"]["f1_macro"])
+    best = selection.best(results, lambda r: r["metrics"]["f1_macro"])[0]
     comp = tuple(best["composition"])
     # Context measured on the base composition and on the best one.
     ctx_comps = [()] + ([comp] if comp else [])
@@ -260,8 +240,8 @@ def main():
     rep.append("Each head sees only its corpus's training split (label in the heading); the test split is scored "
                "once by `sarcasmd eval --split test --heads`. The rows for context, per-modality labels and annotators "
                "are eval's own; the T row without context is the protocol figure.\n")
-    for name, key, selection in OFFICIAL:
-        n, C, how, table = official_split(a, name, key, selection)
+    for name, key, how_chosen in OFFICIAL:
+        n, C, how, table = official_split(a, name, key, how_chosen)
         rep.append(f"### {name}: {n} training items, label `{key}`, C={C} ({how})\n")
         rep.append(table)
     with open(a.out, "w") as f:

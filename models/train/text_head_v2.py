@@ -53,6 +53,7 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, os.path.dirname(__file__))
 import data  # noqa: E402
+import selection  # noqa: E402
 from metrics import baselines, paired_bootstrap_draws, prf  # noqa: E402
 from train import TEXT_FEATURE_VERSION, text_keys, write_head  # noqa: E402
 
@@ -410,7 +411,7 @@ def evaluate(P, name, recipe, seeds, which, C_grid):
         sc = [sel_score({k: scores(P.y(k), r[k]) for k in r}) for r in runs]
         per_C[C] = (float(np.mean(sc)), runs)
         log(f"{name} C={C}: selection score {np.mean(sc):.3f}")
-    best_C = max(sorted(per_C), key=lambda c: per_C[c][0])
+    best_C = selection.best(sorted(per_C), lambda c: per_C[c][0])[0]
     runs = per_C[best_C][1]
     if set(which) - {"loso"}:
         for s, r in zip(seeds, runs):
@@ -539,7 +540,7 @@ def main():
     # its single corpus's share halved and doubled, with each noise variant, and the
     # union of the extras that helped alone (total share 0.5).
     ex_recipes = [r for r in results if r["recipe"].get("extras") and not any(k in r["recipe"] for k in ("tts", "noise"))]
-    best_ex = max(ex_recipes, key=lambda r: r["selection"])
+    best_ex = selection.best(ex_recipes, lambda r: r["selection"])[0]
     stage2 = []
     if len(best_ex["recipe"]["extras"]) == 1:
         (e, sh), = best_ex["recipe"]["extras"].items()
@@ -557,7 +558,7 @@ def main():
         if name not in by:
             results.append(evaluate(P, name, rec, SEEDS[:1], which, C_GRID))
             by[name] = results[-1]
-    chosen = max(results[1:], key=lambda r: r["selection"])
+    chosen = selection.best(results[1:], lambda r: r["selection"])[0]
     log(f"chosen: {chosen['name']} C={chosen['C']}")
     # The chosen recipe again over every seed (the chosen C kept); today's is deterministic.
     final = evaluate(P, chosen["name"], chosen["recipe"], SEEDS, which, [chosen["C"]])

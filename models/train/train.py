@@ -34,6 +34,7 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, os.path.dirname(__file__))
 import data  # noqa: E402
+import selection  # noqa: E402
 from metrics import baselines, prf, row  # noqa: E402
 
 SEED = 13
@@ -99,17 +100,13 @@ def predict(model, X):
 
 
 def choose_C(X, y, groups, grid, seed=SEED):
-    """Inner CV on training data only."""
-    best = None
-    cv = StratifiedGroupKFold(n_splits=4, shuffle=True, random_state=seed)
-    for C in grid:
-        pred = np.zeros(len(y))
-        for tr, te in cv.split(X, y, groups):
-            pred[te] = predict(fit_lr(X[tr], y[tr], C), X[te])
-        f1 = prf(y, pred >= 0.5)["f1_macro"]
-        if best is None or f1 > best[1]:
-            best = (C, f1)
-    return best[0]
+    """Inner CV on training data only: macro-F1 of out-of-fold predictions at 0.5."""
+    splits = list(StratifiedGroupKFold(n_splits=4, shuffle=True, random_state=seed).split(X, y, groups))
+
+    def score(C):
+        pred = selection.out_of_fold(splits, len(y), lambda tr, te: predict(fit_lr(X[tr], y[tr], C), X[te]))
+        return prf(y, pred >= 0.5)["f1_macro"]
+    return selection.best(grid, score)[0]
 
 
 def export_lr(path, model):
@@ -331,7 +328,7 @@ def main():
             m = prf(y_mpp, pred >= 0.5)
             text_cv.append((extra_name, C, m))
             print(f"text CV extra={extra_name} C={C}: macro-F1 {m['f1_macro']:.3f}", file=sys.stderr)
-    best_extra, best_C, best_m = max(text_cv, key=lambda t: t[2]["f1_macro"])
+    best_extra, best_C, best_m = selection.best(text_cv, lambda t: t[2]["f1_macro"])[0]
     X_ex, y_ex = (X_fig, y_fig) if best_extra == "figlang" else (X_mpp[:0], y_mpp[:0])
     text_model = fit_lr(np.vstack([X_mpp, X_ex]), np.concatenate([y_mpp, y_ex]), best_C)
 

@@ -1,0 +1,58 @@
+//! `sarcasmd models dir | verify | fetch`: the model cache.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use sarcasmd::daemon::EXIT_MODELS;
+use sarcasmd::models::{self, ModelStore};
+
+use crate::ModelsCmd;
+
+pub(crate) fn models_cmd(cmd: ModelsCmd) -> anyhow::Result<i32> {
+    match cmd {
+        ModelsCmd::Dir => {
+            println!("{}", models::model_dir(None).display());
+            Ok(0)
+        }
+        ModelsCmd::Verify { dir } => {
+            let dir = models::model_dir(dir.as_deref());
+            let store = ModelStore::new(dir.clone(), true)?;
+            let mut bad = 0;
+            println!("model dir: {}", dir.display());
+            for (name, res) in store.verify_all() {
+                match res {
+                    Ok(f) => println!("ok       {name:<22} {}", f.path.display()),
+                    Err(e) => {
+                        bad += 1;
+                        println!("FAILED   {name:<22} {e}");
+                    }
+                }
+            }
+            if bad > 0 {
+                eprintln!("{bad} model(s) missing or corrupt: run scripts/fetch-models.sh");
+                return Ok(EXIT_MODELS);
+            }
+            Ok(0)
+        }
+        ModelsCmd::Fetch { dir } => {
+            // The source tree when built from it, else the installed package's copy.
+            let mut script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/fetch-models.sh");
+            if !script.exists() {
+                script = PathBuf::from("/usr/share/sarcasmd/scripts/fetch-models.sh");
+            }
+            anyhow::ensure!(
+                script.exists(),
+                "{} not found: `models fetch` runs the fetch script from the source tree this binary was built from",
+                script.display()
+            );
+            let mut cmd = std::process::Command::new("bash");
+            cmd.arg(&script);
+            if let Some(d) = dir {
+                cmd.arg("--dir").arg(d);
+            }
+            let status = cmd.status().context("running fetch-models.sh")?;
+            Ok(status.code().unwrap_or(1))
+        }
+    }
+}

@@ -331,7 +331,12 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             })?;
             let stop = install_stop_handler()?;
             let r = Daemon::builder(cfg).stop_on(stop).run()?;
-            cli::summary::report_with_cpu(&r.stats, stats.as_deref(), r.stream_cpu_s, r.model_load_ms)?;
+            cli::summary::report_with_cpu(
+                &r.stats,
+                stats.as_deref(),
+                r.stream_cpu_s,
+                r.model_load_ms,
+            )?;
             Ok(0)
         }
         Cmd::Bench {

@@ -265,16 +265,26 @@ fn invalid_configs() {
 #[test]
 fn a_budget_below_what_the_board_measured_is_warned_about() {
     let d = tempfile::tempdir().unwrap();
-    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("firmware-config/rpi5.toml");
+    let shipped =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("firmware-config/rpi5.toml");
     let text = std::fs::read_to_string(shipped).unwrap();
-    assert!(text.contains("threads = 1"), "the Pi 5 profile decodes on 1 thread");
+    assert!(
+        text.contains("threads = 1"),
+        "the Pi 5 profile decodes on 1 thread"
+    );
     let p = d.path().join("rpi5-2-threads.toml");
     std::fs::write(&p, text.replacen("threads = 1", "threads = 2", 1)).unwrap();
-    let out = Command::new(bin()).arg("validate").arg(&p).output().unwrap();
+    let out = Command::new(bin())
+        .arg("validate")
+        .arg(&p)
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("warning:") && stderr.contains("budget.event_latency_ms") && stderr.contains("rpi5"),
+        stderr.contains("warning:")
+            && stderr.contains("budget.event_latency_ms")
+            && stderr.contains("rpi5"),
         "{stderr}"
     );
 }

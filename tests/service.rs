@@ -163,10 +163,14 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
         }
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", notify.seen);
     }
-    wait_until("the preflight rejection in the log", Duration::from_secs(5), || {
-        let l = log.lock().unwrap();
-        l.matches("reload rejected").count() >= 2 && l.contains("models.dir")
-    });
+    wait_until(
+        "the preflight rejection in the log",
+        Duration::from_secs(5),
+        || {
+            let l = log.lock().unwrap();
+            l.matches("reload rejected").count() >= 2 && l.contains("models.dir")
+        },
+    );
     assert!(
         child.try_wait().unwrap().is_none(),
         "daemon died on a reload without models"

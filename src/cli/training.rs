@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Serialize;
 
-use sarcasmd::audio::{AudioSource, WavSource};
+use sarcasmd::audio::WavSource;
 use sarcasmd::config::Config;
 use sarcasmd::daemon::DaemonError;
 use sarcasmd::event::VecSink;

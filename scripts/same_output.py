@@ -60,9 +60,9 @@ def eval_items(binary, manifest, limit, tmp):
     return items, rows
 
 
-def compare(name, old, new):
+def compare(name, old, new, noun="events"):
     if old == new:
-        print(f"same     {name}: {len(old)} {'events' if isinstance(old, list) else 'items'}")
+        print(f"same     {name}: {len(old)} {noun}")
         return True
     if isinstance(old, dict):
         diff = sorted(k for k in old.keys() | new.keys() if old.get(k) != new.get(k))
@@ -102,8 +102,8 @@ def main():
                 continue
             oi, orows = eval_items(a.old_bin, path, a.limit, tmp)
             ni, nrows = eval_items(a.new_bin, path, a.limit, tmp)
-            ok &= compare(f"eval {m}: items", oi, ni)
-            ok &= compare(f"eval {m}: rows", orows, nrows)
+            ok &= compare(f"eval {m}: items", oi, ni, "items")
+            ok &= compare(f"eval {m}: rows", orows, nrows, "rows")
     print("all same" if ok else "outputs differ")
     return 0 if ok else 1
 

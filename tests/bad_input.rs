@@ -259,6 +259,19 @@ fn invalid_configs() {
     assert_clean_failure(&out, 2, &["/nonexistent.toml"]);
 }
 
+/// `sarcasmd validate PATH`: whether it passed, and what it printed on stderr.
+fn validate(path: &Path) -> (bool, String) {
+    let out = Command::new(bin())
+        .arg("validate")
+        .arg(path)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Issue 24, item 4: a profile whose budget is below what its board measured for its
 /// Whisper settings (the Pi 5 profile with 2 decode threads: p95 5014 ms emulated
 /// against a 2500 ms budget) is warned about, and still validates.
@@ -274,13 +287,8 @@ fn a_budget_below_what_the_board_measured_is_warned_about() {
     );
     let p = d.path().join("rpi5-2-threads.toml");
     std::fs::write(&p, text.replacen("threads = 1", "threads = 2", 1)).unwrap();
-    let out = Command::new(bin())
-        .arg("validate")
-        .arg(&p)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (ok, stderr) = validate(&p);
+    assert!(ok, "{stderr}");
     assert!(
         stderr.contains("warning:")
             && stderr.contains("budget.event_latency_ms")
@@ -296,13 +304,8 @@ fn shipped_configs_validate() {
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
         if p.extension().is_some_and(|x| x == "toml") {
-            let out = Command::new(bin())
-                .arg("validate")
-                .arg(&p)
-                .output()
-                .unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "{}: {stderr}", p.display());
+            let (ok, stderr) = validate(&p);
+            assert!(ok, "{}: {stderr}", p.display());
             // A shipped profile meets what its board was measured to deliver
             // (src/boards.rs): no budget or keep-up warning.
             assert!(!stderr.contains("warning:"), "{}: {stderr}", p.display());

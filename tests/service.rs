@@ -110,17 +110,7 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
     // SAFETY: kill(2) on the daemon child this test started and has not reaped.
     unsafe { libc::kill(pid, libc::SIGHUP) };
     notify.wait_for("RELOADING=1", Duration::from_secs(5));
-    let t0 = Instant::now();
-    loop {
-        notify.drain();
-        if notify.seen[n_before..]
-            .iter()
-            .any(|m| m.contains("reload rejected"))
-        {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", notify.seen);
-    }
+    notify.wait_for_since(n_before, "reload rejected", Duration::from_secs(5));
     assert!(
         child.try_wait().unwrap().is_none(),
         "daemon died on a bad reload"
@@ -152,17 +142,7 @@ fn notify_watchdog_reload_and_sigterm_as_systemd_sees_them() {
     unsafe { libc::kill(pid, libc::SIGHUP) };
     // Synchronise on the state systemd sees (the unit's status), then check that the
     // log, which the journal keeps, names the field (read from the pipe by a thread).
-    let t0 = Instant::now();
-    loop {
-        notify.drain();
-        if notify.seen[n_before..]
-            .iter()
-            .any(|m| m.contains("reload rejected"))
-        {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", notify.seen);
-    }
+    notify.wait_for_since(n_before, "reload rejected", Duration::from_secs(10));
     wait_until(
         "the preflight rejection in the log",
         Duration::from_secs(5),

@@ -54,6 +54,23 @@ impl Notify {
         );
     }
 
+    /// Wait for a datagram containing `needle` among those received from index `since`
+    /// of [`Notify::seen`] on (e.g. the outcome of a reload signalled after `since`).
+    pub fn wait_for_since(&mut self, since: usize, needle: &str, timeout: Duration) {
+        let t0 = Instant::now();
+        loop {
+            self.drain();
+            if self.seen[since..].iter().any(|m| m.contains(needle)) {
+                return;
+            }
+            assert!(
+                t0.elapsed() < timeout,
+                "no `{needle}` from the daemon within {timeout:?}; got {:?}",
+                self.seen
+            );
+        }
+    }
+
     /// Read every datagram already sent.
     pub fn drain(&mut self) {
         let mut buf = [0u8; 4096];

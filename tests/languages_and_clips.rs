@@ -33,6 +33,24 @@ fn german_speech_is_detected_and_transcribed_with_base() {
     let (w, _) = wer(&c.truth[0].2, evs[0].transcript.as_deref().unwrap());
     eprintln!("German: {:?} WER {w:.2}", evs[0].transcript);
     assert!(w <= 0.5, "WER {w}");
+    // Issue 22, item 4: a German room still gets a text view, and the event names the
+    // multilingual encoder and the head that scored it.
+    assert!(
+        evs[0].views.text.is_some(),
+        "no text view for German: {:#?}",
+        evs[0]
+    );
+    let encoder = evs[0].models.get("text_encoder").map(String::as_str);
+    assert!(
+        encoder.is_some_and(|m| m.starts_with("usem3@")),
+        "{:?}",
+        evs[0].models
+    );
+    assert!(
+        evs[0].models.contains_key("text_head"),
+        "{:?}",
+        evs[0].models
+    );
 }
 
 #[test]

@@ -201,7 +201,7 @@ def choice(res):
             f"macro-F1 differs by " + ", ".join(f"{100 * d['delta']:+.1f}" for d in deltas) +
             (" with every 95 % interval spanning 0" if spans0 else "") +
             "; WER " + ", ".join(f"{100 * t:.1f} vs {100 * b:.1f}" for t, b in wer) +
-            f" (tiny.en vs base); base costs " + ", ".join(f"{100 * c:+.0f} %" for c in cpu) +
+            " (tiny.en vs base); base costs " + ", ".join(f"{100 * c:+.0f} %" for c in cpu) +
             f" CPU in eval, {bb['streaming']['latency_p50_ms'] - bt['streaming']['latency_p50_ms']:+.0f} ms "
             f"streaming latency and {bb['streaming']['peak_rss_mb'] - bt['streaming']['peak_rss_mb']:+.0f} MB "
             "peak RSS on the sample.",

@@ -46,7 +46,7 @@ import data  # noqa: E402
 from data import read_jsonl, write_jsonl  # noqa: E402
 from metrics import baselines, paired_bootstrap, prf  # noqa: E402
 from speech_eval import head_probs  # noqa: E402
-from train import (FUSION_FEATURE_VERSION, SEED, arg_parser, embed, fit_lr,  # noqa: E402
+from train import (FUSION_FEATURE_VERSION, SEED, arg_parser, embed,  # noqa: E402
                    fit_speech_heads, logit, oof_audio_video, predict, speech_views, text_keys, write_head)
 
 BOOT = 2000

@@ -159,11 +159,17 @@ def protocols(mpp, si, grid):
 H, HEADS, LAYERS, LN_EPS = 384, 12, 6, 1e-12
 
 
-class MiniLM:
+class Encoder:
+    """A sentence-transformers model folder: model.safetensors as float32 JAX params
+    (pooler and position_ids left out; `keys` lists every tensor name, `n_params` counts
+    the params) and tokenizer.json with padding off and truncation to max_tokens."""
+
     def __init__(self, model_dir, max_tokens):
         w = load_file(os.path.join(model_dir, "model.safetensors"))
+        self.keys = sorted(w)
         self.params = {k: jnp.asarray(v, jnp.float32) for k, v in w.items()
                        if "pooler" not in k and "position_ids" not in k}
+        self.n_params = int(sum(v.size for v in self.params.values()))
         self.tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
         self.tok.no_padding()  # the shipped tokenizer.json pads every input to 128
         self.tok.enable_truncation(max_length=max_tokens)
@@ -172,10 +178,15 @@ class MiniLM:
         return [self.tok.encode(t).ids for t in texts]
 
 
-def layer_norm(x, w, b):
+class MiniLM(Encoder):
+    """all-MiniLM-L6-v2 (BERT; encode below)."""
+
+
+def layer_norm(x, w, b, eps=LN_EPS):
+    """LayerNorm over the last axis; eps BERT's 1e-12 unless given (MPNet: 1e-5)."""
     m = x.mean(-1, keepdims=True)
     v = ((x - m) ** 2).mean(-1, keepdims=True)
-    return (x - m) / jnp.sqrt(v + LN_EPS) * w + b
+    return (x - m) / jnp.sqrt(v + eps) * w + b
 
 
 def dropout(x, rate, key):

@@ -21,13 +21,14 @@ Checked before use (the report's sanity table): paraphrase pairs score high, unr
 pairs low, and the same pairs with the relative bias removed, or with position ids from
 0, separate worse.
 
-Protocols, recipes and selection are text_candidates.py's, imported (ShowApartProtocols,
-RECIPES, CONTEXT_RECIPES, SHIPPED, Concat; text_head_v2's evaluate/summarise/boot):
-each of "mpnet" and "usem3+mpnet" gets its recipe and C chosen on MUStARD++
-leave-one-show-out only (seed 13), the chosen recipe runs over seeds 13-15 on every
-protocol, with a paired bootstrap against the shipped head's recipe (usem3, C 0.001)
-from this same run. The MiniLM rows of TEXT_CANDIDATES.json (an earlier run, same
-protocols and code) are shown beside them for reference.
+Protocols, recipes, selection and final rows are text_candidates.py's, imported
+(protocol_material; run_encoders over ShowApartProtocols, RECIPES, CONTEXT_RECIPES and
+SHIPPED; final_rows; Concat; text_head_v2's evaluate/summarise/boot): each of "mpnet"
+and "usem3+mpnet" gets its recipe and C chosen on MUStARD++ leave-one-show-out only
+(seed 13), the chosen recipe runs over seeds 13-15 on every protocol, with a paired
+bootstrap against the shipped head's recipe (usem3, C 0.001) from this same run. The
+MiniLM rows of TEXT_CANDIDATES.json (an earlier run, same protocols and code) are shown
+beside them for reference.
 
 Cost: the JAX forward of mpnet against explore_text's MiniLM on one sentence of 16 and
 32 tokens, single thread, median of 30 repeats after warm-up; the ratio times MODELS.md's
@@ -42,42 +43,25 @@ import os
 import sys
 import time
 
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_v, "1")
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, os.path.dirname(__file__))
+# explore_text first: it sets the single-thread environment (OMP, XLA) before jax loads.
+import explore_text as xt  # noqa: E402
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from safetensors.numpy import load_file  # noqa: E402
-from tokenizers import Tokenizer  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
-import data  # noqa: E402
-import explore_text as xt  # noqa: E402
-import selection  # noqa: E402
 import text_candidates as tc  # noqa: E402
 import text_head_v2 as v2  # noqa: E402
 from metrics import baselines  # noqa: E402
 
+# LN_EPS: MPNet's LayerNorm eps (explore_text.layer_norm's default is BERT's 1e-12).
 D, HEADS, LAYERS, LN_EPS, PAD, BUCKETS, MAX_DIST = 768, 12, 12, 1e-5, 1, 32, 128
 
 
 # --- all-mpnet-base-v2 in JAX -------------------------------------------------------------
-class MPNet:
-    def __init__(self, model_dir, max_tokens=128):
-        w = load_file(os.path.join(model_dir, "model.safetensors"))
-        self.keys = sorted(w)
-        self.n_params = int(sum(v.size for k, v in w.items() if "position_ids" not in k and "pooler" not in k))
-        self.params = {k: jnp.asarray(v, jnp.float32) for k, v in w.items()
-                       if "pooler" not in k and "position_ids" not in k}
-        self.tok = Tokenizer.from_file(os.path.join(model_dir, "tokenizer.json"))
-        self.tok.no_padding()  # the shipped tokenizer.json pads every input to 128
-        self.tok.enable_truncation(max_length=max_tokens)
-
-    def ids(self, texts):
-        return [self.tok.encode(t).ids for t in texts]
+class MPNet(xt.Encoder):
+    """all-mpnet-base-v2's folder, loaded as explore_text loads MiniLM's (mpnet_encode below)."""
 
 
 def relative_position_bucket(rel, num_buckets=BUCKETS, max_distance=MAX_DIST):
@@ -99,19 +83,12 @@ def bucket_table(T):
     return relative_position_bucket(pos[None, :] - pos[:, None])  # [q, k]
 
 
-def layer_norm(x, w, b):
-    """MPNet's LayerNorm (eps 1e-5; explore_text.layer_norm has BERT's 1e-12)."""
-    mu = x.mean(-1, keepdims=True)
-    var = ((x - mu) ** 2).mean(-1, keepdims=True)
-    return (x - mu) / jnp.sqrt(var + LN_EPS) * w + b
-
-
 def mpnet_encode(W, ids, mask, rel_bias=True, pos_from=PAD + 1):
     """ids, mask [B, T] (right padding) -> last hidden state [B, T, D]. rel_bias=False
     and pos_from=0 exist only for the sanity check (what a wrong model looks like)."""
     B, T = ids.shape
     lin = lambda x, p: x @ W[p + ".weight"].T + W[p + ".bias"]  # noqa: E731
-    ln = lambda x, p: layer_norm(x, W[p + ".weight"], W[p + ".bias"])  # noqa: E731
+    ln = lambda x, p: xt.layer_norm(x, W[p + ".weight"], W[p + ".bias"], LN_EPS)  # noqa: E731
     m = mask.astype(jnp.int32)
     pos = jnp.cumsum(m, 1) * m + (pos_from - 1) * m + PAD * (1 - m)  # real tokens pos_from, pos_from+1, ...; pads PAD
     x = W["embeddings.word_embeddings.weight"][ids] + W["embeddings.position_embeddings.weight"][pos]
@@ -282,48 +259,19 @@ def main():
     usem3 = v2.Embedder(a.bin, v2.CACHE)
     mp = MPNetEmbedder(m, a.cache)
     encoders = {"usem3": usem3, "mpnet": mp, "usem3+mpnet": tc.Concat(usem3, mp)}
-    C0 = v2.Corpora(a.manifests, usem3)
-    mustard = data.read_jsonl(os.path.join(a.manifests, "mustard.jsonl"))
-    tts = v2.tts_transcripts(a.bin, [r["text"] for r in C0.mpp + mustard], v2.CACHE, 0)
-    cc = os.path.join(os.path.dirname(v2.CACHE), "cross-corpus")
-    os.makedirs(cc, exist_ok=True)
-    wh_house = v2.speech_features(a.bin, C0.house, os.path.join(cc, "features-house.jsonl"))
-    wh_cmpt = v2.speech_features(a.bin, C0.cmpt, os.path.join(cc, "features-cmpt419.jsonl"))
-    m_wh = v2.meeting_whisper(a.bin, v2.CACHE)
-
-    results, P_by = {}, {}
-    for enc_name, emb in encoders.items():
-        C_ = v2.Corpora(a.manifests, emb)
-        P = tc.ShowApartProtocols(C_, tts, {}, wh_house, wh_cmpt, (emb(v2.MEETING_GOLD), emb(m_wh)))
-        P_by[enc_name] = P
-        v2.log(f"{enc_name}: protocol material ready")
-        if enc_name == "usem3":  # the shipped head's recipe only: the same-run reference
-            results[enc_name] = [v2.evaluate(P, "shipped head's recipe", tc.SHIPPED[1], v2.SEEDS, ("loso", "si", "speech"), [tc.SHIPPED[2]])]
-            continue
-        rs = [v2.evaluate(P, name, rec, v2.SEEDS[:1], ("loso",), v2.C_GRID) for name, rec in tc.RECIPES + tc.CONTEXT_RECIPES]
-        best = selection.best(rs, lambda r: r["selection"])[0]
-        v2.log(f"{enc_name}: chosen {best['name']} C={best['C']}")
-        rs.append(v2.evaluate(P, best["name"] + " (chosen)", best["recipe"], v2.SEEDS, ("loso", "si", "speech"), [best["C"]]))
-        results[enc_name] = rs
+    material = tc.protocol_material(a.manifests, a.bin, usem3)
+    # usem3: the shipped head's recipe only, the same-run reference.
+    results, P_by = tc.run_encoders(a.manifests, encoders, material)
 
     P = P_by["usem3"]
     shipped = results["usem3"][0]
     keys = tc.KEYS
     out = {"seconds": time.time() - t0, "keys": keys, "baselines": {k: baselines(P.y(k), seed=13) for k in keys},
            "n": {k: [int(len(P.y(k))), int(P.y(k).sum())] for k in keys}, "no_utterance": P.no_utterance,
-           "meeting_whisper": m_wh, "sanity": san, "cost": cost, "rows": [],
+           "meeting_whisper": material[3], "sanity": san, "cost": cost, "rows": [],
            "mpnet_texts_embedded": mp.n_new, "mpnet_embed_seconds": mp.seconds, "mpnet_cache_size": len(mp.vec),
-           "selection": {e: [{"name": r["name"], "C": r["C"], "selection": r["selection"], "selection_by_C": r["selection_by_C"]}
-                             for r in rs] for e, rs in results.items()}}
-    for enc_name, rs in results.items():
-        final = rs[-1]
-        s = v2.summarise(P_by[enc_name], final)
-        is_shipped = final is shipped
-        boots = {} if is_shipped else {k: [v2.boot(P.y(k), r[k], sr[k], seed=sd) for sd, r, sr in zip(final["seeds"], final["runs"], shipped["runs"])] for k in keys}
-        out["rows"].append({"encoder": enc_name, "shipped": is_shipped, "name": final["name"], "C": final["C"], "seeds": final["seeds"],
-                            "summary": s, "boot_vs_shipped": boots,
-                            "meeting_whisper": [r["meeting_whisper"].tolist() for r in final["runs"]],
-                            "meeting_gold": [r["meeting_gold"].tolist() for r in final["runs"]]})
+           "selection": tc.selection_rows(results)}
+    out["rows"] = tc.final_rows(P_by, [(e, rs[-1]) for e, rs in results.items()], shipped, keys)
     out["reference_rows"] = []
     if os.path.exists(a.candidates):
         ref = json.load(open(a.candidates))
@@ -359,11 +307,9 @@ def write_md(path, out):
     mp = next(f for f in rows if f["encoder"] == "mpnet")
     mpc = next(f for f in rows if f["encoder"] == "usem3+mpnet")
     mini = next((r for r in refs if r["encoder"] == "minilm"), None)
-    beats = [k for k in keys if mean(mp, k) - mean(ship, k) > 0]
     sig = {f["encoder"]: [k for k in keys if all(b["ci95"][0] > 0 for b in f["boot_vs_shipped"][k])] for f in rows if not f["shipped"]}
     sig_worse = {f["encoder"]: [k for k in keys if all(b["ci95"][1] < 0 for b in f["boot_vs_shipped"][k])] for f in rows if not f["shipped"]}
     passes = {f["encoder"]: sum(v2.smoke_pass(p) for p in f["meeting_whisper"]) for f in rows}
-    san = out["sanity"]["variants"][0]
 
     def line(f):
         return ", ".join(f"{LABEL[k]} {mean(f, k):.1f} ({mean(f, k) - mean(ship, k):+.1f})" for k in keys)
@@ -442,12 +388,7 @@ def write_md(path, out):
         b = out["baselines"][k]
         L.append(f"| | | random / majority | | | | {v2.pct(b['random']['f1_macro'])} / {v2.pct(b['majority']['f1_macro'])} | | |")
     L += ["", f"Speech clips without any utterance (no text to score, left out): House {out['no_utterance']['house']}, "
-          f"cmpt419 {out['no_utterance']['cmpt419']}.", "",
-          "## Selection (seed 13; mean of the two LOSO macro-F1s at the best C)", "",
-          "| encoder | recipe | C | selection score |", "|---|---|---|---|"]
-    for enc, sel in out["selection"].items():
-        for r in sel:
-            L.append(f"| {enc} | {r['name']} | {r['C']:g} | {v2.pct(r['selection'])} |")
+          f"cmpt419 {out['no_utterance']['cmpt419']}.", ""] + tc.selection_md(out["selection"])
     L += ["", "## Meeting sample (smoke test, never a selection criterion)", "",
           "Whisper lines (this run): " + " / ".join(f"'{t}'" for t in out["meeting_whisper"]) + " (plain, sarcastic, plain, sarcastic, plain). "
           "Pass = both plain lines ('Good morning', 'Thanks') below 0.5 and below both sarcastic lines ('Oh great', 'Wow').", "",

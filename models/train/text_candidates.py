@@ -22,6 +22,8 @@ Recipe and C chosen per encoder by the selection protocol only (seed 13); the ch
 recipe then runs over seeds 13-15; a paired bootstrap against the shipped head's recipe
 (usem3, v2 composition, C 0.001) run on the same folds and seeds.
 
+protocol_material, run_encoders, final_rows and selection_md serve mpnet_probe.py too.
+
   models/train/text_candidates.sh   (writes models/heads/TEXT_CANDIDATES.md and .json)
 """
 import argparse
@@ -124,6 +126,75 @@ class Concat:
         return np.concatenate([p(texts) for p in self.parts], axis=1)
 
 
+def protocol_material(manifests, bin_, usem3):
+    """What every encoder's protocols share, encoder-free: the espeak+Whisper transcripts of
+    MUStARD++ and MUStARD, the speech clips' Whisper features (House, cmpt419) and the
+    meeting sample's Whisper lines. -> (tts, wh_house, wh_cmpt, meeting_whisper)."""
+    C0 = v2.Corpora(manifests, usem3)
+    mustard = data.read_jsonl(os.path.join(manifests, "mustard.jsonl"))
+    tts = v2.tts_transcripts(bin_, [r["text"] for r in C0.mpp + mustard], v2.CACHE, 0)
+    cc = os.path.join(os.path.dirname(v2.CACHE), "cross-corpus")
+    os.makedirs(cc, exist_ok=True)
+    wh_house = v2.speech_features(bin_, C0.house, os.path.join(cc, "features-house.jsonl"))
+    wh_cmpt = v2.speech_features(bin_, C0.cmpt, os.path.join(cc, "features-cmpt419.jsonl"))
+    return tts, wh_house, wh_cmpt, v2.meeting_whisper(bin_, v2.CACHE)
+
+
+def select_and_run(P, recipes, enc_name):
+    """Each recipe over text_head_v2's C grid on the selection protocol only (MUStARD++
+    leave-one-show-out, seed 13); the best (recipe, C) then runs over every seed on every
+    protocol. -> the selection rows, the chosen row last."""
+    rs = [v2.evaluate(P, name, rec, v2.SEEDS[:1], ("loso",), v2.C_GRID) for name, rec in recipes]
+    best = selection.best(rs, lambda r: r["selection"])[0]
+    v2.log(f"{enc_name}: chosen {best['name']} C={best['C']}")
+    rs.append(v2.evaluate(P, best["name"] + " (chosen)", best["recipe"], v2.SEEDS, ("loso", "si", "speech"), [best["C"]]))
+    return rs
+
+
+def run_encoders(manifests, encoders, material, usem3_recipes=()):
+    """Every encoder under ShowApartProtocols. usem3 (which must come first): the shipped
+    head's recipe over every seed (the reference of the bootstraps), then its own
+    select_and_run among `usem3_recipes` if any; every other encoder: select_and_run among
+    RECIPES + CONTEXT_RECIPES. -> ({encoder: rows, final row last}, {encoder: protocols})."""
+    tts, wh_house, wh_cmpt, m_wh = material
+    results, P_by = {}, {}
+    for enc_name, emb in encoders.items():
+        C_ = v2.Corpora(manifests, emb)
+        P = ShowApartProtocols(C_, tts, {}, wh_house, wh_cmpt, (emb(v2.MEETING_GOLD), emb(m_wh)))
+        P_by[enc_name] = P
+        v2.log(f"{enc_name}: protocol material ready")
+        if enc_name == "usem3":
+            rs = [v2.evaluate(P, "shipped head's recipe", SHIPPED[1], v2.SEEDS, ("loso", "si", "speech"), [SHIPPED[2]])]
+            if usem3_recipes:
+                rs += select_and_run(P, usem3_recipes, enc_name)
+        else:
+            rs = select_and_run(P, RECIPES + CONTEXT_RECIPES, enc_name)
+        results[enc_name] = rs
+    return results, P_by
+
+
+def selection_rows(results):
+    return {e: [{"name": r["name"], "C": r["C"], "selection": r["selection"], "selection_by_C": r["selection_by_C"]}
+                for r in rs] for e, rs in results.items()}
+
+
+def final_rows(P_by, finals, shipped, keys=KEYS):
+    """The report's final rows: per (encoder, run) of `finals` its summary over seeds, a
+    paired bootstrap per seed against `shipped` (the shipped recipe's run, on usem3's
+    protocols) and its meeting-sample scores."""
+    P = P_by["usem3"]
+    rows = []
+    for enc_name, final in finals:
+        s = v2.summarise(P_by[enc_name], final)
+        is_shipped = final is shipped
+        boots = {} if is_shipped else {k: [v2.boot(P.y(k), r[k], sr[k], seed=sd) for sd, r, sr in zip(final["seeds"], final["runs"], shipped["runs"])] for k in keys}
+        rows.append({"encoder": enc_name, "shipped": is_shipped, "name": final["name"], "C": final["C"], "seeds": final["seeds"],
+                     "summary": s, "boot_vs_shipped": boots,
+                     "meeting_whisper": [r["meeting_whisper"].tolist() for r in final["runs"]],
+                     "meeting_gold": [r["meeting_gold"].tolist() for r in final["runs"]]})
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--manifests", required=True)
@@ -137,51 +208,16 @@ def main():
     usem3 = v2.Embedder(a.bin, v2.CACHE)
     minilm = MiniLMEmbedder(a.minilm, a.cache)
     encoders = {"usem3": usem3, "minilm": minilm, "usem3+minilm": Concat(usem3, minilm)}
-    C0 = v2.Corpora(a.manifests, usem3)
-    mustard = data.read_jsonl(os.path.join(a.manifests, "mustard.jsonl"))
-    tts = v2.tts_transcripts(a.bin, [r["text"] for r in C0.mpp + mustard], v2.CACHE, 0)
-    cc = os.path.join(os.path.dirname(v2.CACHE), "cross-corpus")
-    wh_house = v2.speech_features(a.bin, C0.house, os.path.join(cc, "features-house.jsonl"))
-    wh_cmpt = v2.speech_features(a.bin, C0.cmpt, os.path.join(cc, "features-cmpt419.jsonl"))
-    m_wh = v2.meeting_whisper(a.bin, v2.CACHE)
-
-    results, P_by = {}, {}
-    for enc_name, emb in encoders.items():
-        C_ = v2.Corpora(a.manifests, emb)
-        P = ShowApartProtocols(C_, tts, {}, wh_house, wh_cmpt, (emb(v2.MEETING_GOLD), emb(m_wh)))
-        P_by[enc_name] = P
-        v2.log(f"{enc_name}: protocol material ready")
-        rs = []
-        if enc_name == "usem3":
-            rs.append(v2.evaluate(P, "shipped head's recipe", SHIPPED[1], v2.SEEDS, ("loso", "si", "speech"), [SHIPPED[2]]))
-            # usem3 with plain-dialogue negatives: its own selection among those recipes.
-            ctx = [v2.evaluate(P, name, rec, v2.SEEDS[:1], ("loso",), v2.C_GRID) for name, rec in CONTEXT_RECIPES]
-            best = selection.best(ctx, lambda r: r["selection"])[0]
-            rs += ctx
-            rs.append(v2.evaluate(P, best["name"] + " (chosen)", best["recipe"], v2.SEEDS, ("loso", "si", "speech"), [best["C"]]))
-        else:
-            for name, rec in RECIPES + CONTEXT_RECIPES:
-                rs.append(v2.evaluate(P, name, rec, v2.SEEDS[:1], ("loso",), v2.C_GRID))
-            best = selection.best(rs, lambda r: r["selection"])[0]
-            v2.log(f"{enc_name}: chosen {best['name']} C={best['C']}")
-            rs.append(v2.evaluate(P, best["name"] + " (chosen)", best["recipe"], v2.SEEDS, ("loso", "si", "speech"), [best["C"]]))
-        results[enc_name] = rs
+    material = protocol_material(a.manifests, a.bin, usem3)
+    # usem3 with plain-dialogue negatives: its own selection among those recipes.
+    results, P_by = run_encoders(a.manifests, encoders, material, CONTEXT_RECIPES)
 
     P = P_by["usem3"]
     shipped = results["usem3"][0]
     base_lines = {k: baselines(P.y(k), seed=13) for k in KEYS}
-    out = {"seconds": time.time() - t0, "keys": KEYS, "baselines": base_lines, "meeting_whisper": m_wh, "rows": [],
-           "selection": {e: [{"name": r["name"], "C": r["C"], "selection": r["selection"], "selection_by_C": r["selection_by_C"]}
-                             for r in rs] for e, rs in results.items()}}
-    finals = [("usem3", shipped)] + [(e, rs[-1]) for e, rs in results.items()]
-    for enc_name, final in finals:
-        s = v2.summarise(P_by[enc_name], final)
-        is_shipped = final is shipped
-        boots = {} if is_shipped else {k: [v2.boot(P.y(k), r[k], sr[k], seed=sd) for sd, r, sr in zip(final["seeds"], final["runs"], shipped["runs"])] for k in KEYS}
-        out["rows"].append({"encoder": enc_name, "shipped": is_shipped, "name": final["name"], "C": final["C"], "seeds": final["seeds"],
-                            "summary": s, "boot_vs_shipped": boots,
-                            "meeting_whisper": [r["meeting_whisper"].tolist() for r in final["runs"]],
-                            "meeting_gold": [r["meeting_gold"].tolist() for r in final["runs"]]})
+    out = {"seconds": time.time() - t0, "keys": KEYS, "baselines": base_lines, "meeting_whisper": material[3], "rows": [],
+           "selection": selection_rows(results)}
+    out["rows"] = final_rows(P_by, [("usem3", shipped)] + [(e, rs[-1]) for e, rs in results.items()], shipped)
     out["audit"] = {e: P_by[e].audit for e in P_by}
     with open(os.path.splitext(a.out)[0] + ".json", "w") as f:
         json.dump(out, f, indent=1)
@@ -192,6 +228,15 @@ def main():
 LABEL = {"loso_gold": "MUStARD++ LOSO, gold", "loso_tts": "MUStARD++ LOSO, espeak+Whisper", "si": "MUStARD SI (FRIENDS), gold",
          "house_whisper": "House clips, Whisper", "cmpt419_whisper": "cmpt419 clips, Whisper", "house_gold": "House clips, gold",
          "cmpt419_gold": "cmpt419 clips, gold"}
+
+
+def selection_md(sel_by_encoder):
+    """The report's selection table (selection_rows), heading first."""
+    L = ["## Selection (seed 13; mean of the two LOSO macro-F1s at the best C)", "", "| encoder | recipe | C | selection score |", "|---|---|---|---|"]
+    for enc, sel in sel_by_encoder.items():
+        for r in sel:
+            L.append(f"| {enc} | {r['name']} | {r['C']:g} | {v2.pct(r['selection'])} |")
+    return L
 
 
 def write_md(path, out):
@@ -223,10 +268,7 @@ def write_md(path, out):
                      f"**{ms(s['f1_macro'])}** | {ms(s['auc'])} | {d} |")
         b = out["baselines"][k]
         L.append(f"| | random / majority | | | | {v2.pct(b['random']['f1_macro'])} / {v2.pct(b['majority']['f1_macro'])} | | |")
-    L += ["", "## Selection (seed 13; mean of the two LOSO macro-F1s at the best C)", "", "| encoder | recipe | C | selection score |", "|---|---|---|---|"]
-    for enc, sel in out["selection"].items():
-        for r in sel:
-            L.append(f"| {enc} | {r['name']} | {r['C']:g} | {v2.pct(r['selection'])} |")
+    L += [""] + selection_md(out["selection"])
     L += ["", "## Meeting sample (smoke test, never a selection criterion)", "",
           "Whisper lines: " + " / ".join(f"'{t}'" for t in out["meeting_whisper"]) + " (plain, sarcastic, plain, sarcastic, plain).", "",
           "| encoder | seed | Whisper-text scores | gold-text scores | pass (Whisper) |", "|---|---|---|---|---|"]

@@ -209,7 +209,7 @@ def timing(m, minilm_dir, repeats=30):
     res = {"repeats": repeats}
     for T in (16, 32):
         row = {}
-        for name, fn, params, ids in (("mpnet", jax.jit(mpnet_encode), m.params, m.ids([text])[0]),
+        for name, fn, params, ids in (("mpnet", _mpnet_jit, m.params, m.ids([text])[0]),
                                       ("minilm", xt._encode_jit, mini.params, mini.ids([text])[0])):
             ids = np.array([ids[:T - 1] + ids[-1:]], np.int32)  # T tokens, ending with the end token
             assert ids.shape[1] == T
@@ -225,7 +225,7 @@ def timing(m, minilm_dir, repeats=30):
         row["ratio"] = row["mpnet"]["median_ms"] / row["minilm"]["median_ms"]
         res[str(T)] = row
         v2.log(f"timing T={T}: {row}")
-    res["minilm_params"] = int(sum(int(np.prod(v.shape)) for v in mini.params.values()))
+    res["minilm_params"] = mini.n_params
     # Multiply-adds per token in the dense layers (attention scores aside): the compute ratio.
     dense = lambda P: sum(int(np.prod(v.shape)) for k, v in P.items() if k.startswith("encoder.") and v.ndim == 2 and "relative" not in k)  # noqa: E731
     res["macs_per_token"] = {"mpnet": dense(m.params), "minilm": dense(mini.params)}

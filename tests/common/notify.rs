@@ -34,40 +34,29 @@ impl Notify {
 
     /// Wait for a datagram containing `needle` (each datagram is `KEY=value` lines).
     pub fn wait_for(&mut self, needle: &str, timeout: Duration) -> String {
-        if let Some(m) = self.seen.iter().find(|m| m.contains(needle)) {
-            return m.clone();
-        }
-        let t0 = Instant::now();
-        let mut buf = [0u8; 4096];
-        while t0.elapsed() < timeout {
-            if let Ok(n) = self.sock.recv(&mut buf) {
-                let m = String::from_utf8_lossy(&buf[..n]).into_owned();
-                self.seen.push(m.clone());
-                if m.contains(needle) {
-                    return m;
-                }
-            }
-        }
-        panic!(
-            "no `{needle}` from the daemon within {timeout:?}; got {:?}",
-            self.seen
-        );
+        self.wait_for_since(0, needle, timeout)
     }
 
     /// Wait for a datagram containing `needle` among those received from index `since`
     /// of [`Notify::seen`] on (e.g. the outcome of a reload signalled after `since`).
-    pub fn wait_for_since(&mut self, since: usize, needle: &str, timeout: Duration) {
+    /// Datagrams are read one at a time, so none after the match is taken early.
+    pub fn wait_for_since(&mut self, since: usize, needle: &str, timeout: Duration) -> String {
         let t0 = Instant::now();
+        let mut buf = [0u8; 4096];
         loop {
-            self.drain();
-            if self.seen[since..].iter().any(|m| m.contains(needle)) {
-                return;
+            if let Some(m) = self.seen[since..].iter().find(|m| m.contains(needle)) {
+                return m.clone();
             }
             assert!(
                 t0.elapsed() < timeout,
                 "no `{needle}` from the daemon within {timeout:?}; got {:?}",
                 self.seen
             );
+            // Blocks up to the socket's 100 ms read timeout: no busy loop.
+            if let Ok(n) = self.sock.recv(&mut buf) {
+                self.seen
+                    .push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            }
         }
     }
 

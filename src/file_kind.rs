@@ -2,14 +2,15 @@
 //! bounded size (a directory, FIFO or `/dev/zero` given as a config, manifest, head or
 //! model is refused by kind instead of blocking or being read without end), and an
 //! output must be a regular file that can be written, or a new one in a writable
-//! directory. Errors are `std::io::Error`s whose text says what is wrong with the path,
-//! so every caller's typed error carries it. A leaf module: it imports nothing of the
-//! crate.
+//! directory, and never a file the same command reads ([`same_file`]: a report written
+//! over its own events, an events file naming the input WAV). Errors are
+//! `std::io::Error`s whose text says what is wrong with the path, so every caller's
+//! typed error carries it. A leaf module: it imports nothing of the crate.
 
 use std::ffi::CString;
 use std::io::{Error, ErrorKind, Read};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::FileTypeExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
 /// Config files and head metadata are small; a larger file is the wrong file.
@@ -144,6 +145,53 @@ pub fn writable_output(path: &Path) -> Result<(), Error> {
     }
 }
 
+/// Whether `a` and `b` are one file: the same device and inode when both exist (through
+/// symlinks, hard links, `..` and relative paths alike), or, when one does not exist
+/// yet, the same name in the same directory. Character devices (`/dev/null`) are never
+/// "the same file": writing two outputs to one of them loses nothing that was not
+/// meant to be lost.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => {
+            x.dev() == y.dev() && x.ino() == y.ino() && !x.file_type().is_char_device()
+        }
+        (Err(_), Err(_)) | (Ok(_), Err(_)) | (Err(_), Ok(_)) => {
+            let dir = |p: &Path| {
+                let parent = match p.parent() {
+                    Some(d) if !d.as_os_str().is_empty() => d,
+                    _ => Path::new("."),
+                };
+                std::fs::metadata(parent).ok().map(|m| (m.dev(), m.ino()))
+            };
+            a.file_name().is_some()
+                && a.file_name() == b.file_name()
+                && dir(a).is_some()
+                && dir(a) == dir(b)
+        }
+    }
+}
+
+/// `Ok` unless `output` is one of `inputs` ([`same_file`]); the error names which, so
+/// that a command never truncates, appends to or overwrites what it reads.
+pub fn distinct_output<'a>(
+    output: &Path,
+    inputs: impl IntoIterator<Item = (&'a str, &'a Path)>,
+) -> Result<(), Error> {
+    for (what, input) in inputs {
+        if same_file(output, input) {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "is the same file as {what} ({}): writing it would destroy what is read; \
+                     choose another output path",
+                    input.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn may(path: &Path, mode: libc::c_int) -> bool {
     let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
         return false;
@@ -178,6 +226,31 @@ mod tests {
         assert_eq!(read_bytes(&f, 101).unwrap().len(), 101);
         let missing = read_text(&d.path().join("nope"), 100).unwrap_err();
         assert_eq!(missing.kind(), ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn the_same_file_is_found_through_links_and_names_and_devices_are_not_one() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("in.wav");
+        std::fs::write(&f, "RIFF").unwrap();
+        let link = d.path().join("link.wav");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        let hard = d.path().join("hard.wav");
+        std::fs::hard_link(&f, &hard).unwrap();
+        let dotted = d.path().join("sub/../in.wav");
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        for other in [&link, &hard, &dotted] {
+            assert!(same_file(&f, other), "{}", other.display());
+        }
+        assert!(!same_file(&f, &d.path().join("other.wav")));
+        // Not there yet: the same name in the same directory.
+        let new = d.path().join("new.jsonl");
+        assert!(same_file(&new, &d.path().join("sub/../new.jsonl")));
+        assert!(!same_file(&new, &d.path().join("sub/new.jsonl")));
+        assert!(!same_file(Path::new("/dev/null"), Path::new("/dev/null")));
+        let e = distinct_output(&link, [("source.path", f.as_path())]).unwrap_err();
+        assert!(e.to_string().contains("same file as source.path"), "{e}");
+        assert!(distinct_output(&new, [("source.path", f.as_path())]).is_ok());
     }
 
     #[test]

@@ -348,20 +348,30 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             no_baseline,
             json,
             plot,
-        } => cli::bench::bench(
-            &input,
-            config.as_deref(),
-            runs,
-            gap_ms,
-            limit,
-            !no_baseline,
-            cli::bench::BenchOutputs {
-                json: json.as_deref(),
-                plot: plot.as_deref(),
-            },
-        ),
+        } => {
+            cli::check_outputs(
+                &[("--json", json.as_deref()), ("--plot", plot.as_deref())],
+                &[("the input", Some(&input)), ("--config", config.as_deref())],
+            )?;
+            cli::bench::bench(
+                &input,
+                config.as_deref(),
+                runs,
+                gap_ms,
+                limit,
+                !no_baseline,
+                cli::bench::BenchOutputs {
+                    json: json.as_deref(),
+                    plot: plot.as_deref(),
+                },
+            )
+        }
         Cmd::Plot { cmd } => cli::plot::plot_cmd(cmd),
         Cmd::Report { events, out, stats } => {
+            cli::check_outputs(
+                &[("-o", Some(&out))],
+                &[("the events", Some(&events)), ("--stats", stats.as_deref())],
+            )?;
             let meeting = sarcasmd::report::Meeting::load(&events, stats.as_deref())?;
             sarcasmd::report::write(&meeting, &out)?;
             log::info!(
@@ -413,12 +423,24 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             manifest,
             out,
             config,
-        } => cli::training::features(&manifest, &out, config.as_deref()),
+        } => {
+            cli::check_outputs(
+                &[("--out", Some(&out))],
+                &[
+                    ("--manifest", Some(&manifest)),
+                    ("--config", config.as_deref()),
+                ],
+            )?;
+            cli::training::features(&manifest, &out, config.as_deref())
+        }
         Cmd::Embed {
             input,
             out,
             context_s,
-        } => cli::training::embed(&input, &out, context_s),
+        } => {
+            cli::check_outputs(&[("--out", Some(&out))], &[("--in", Some(&input))])?;
+            cli::training::embed(&input, &out, context_s)
+        }
         Cmd::Eval {
             manifest,
             config,
@@ -430,8 +452,15 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             json,
             plot,
         } => {
-            let mut cfg = match config {
-                Some(p) => Config::load(&p).map_err(DaemonError::from)?,
+            cli::check_outputs(
+                &[("--json", json.as_deref()), ("--plot", plot.as_deref())],
+                &[
+                    ("the manifest", Some(&manifest)),
+                    ("--config", config.as_deref()),
+                ],
+            )?;
+            let mut cfg = match &config {
+                Some(p) => Config::load(p).map_err(DaemonError::from)?,
                 None => Config::default(),
             };
             if heads.is_some() {

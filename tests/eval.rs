@@ -180,3 +180,53 @@ fn eval_refuses_a_manifest_with_nothing_labelled() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no labelled item"), "{err}");
 }
+
+/// Issue 34, defect 11: an item whose audio is a FIFO hung eval, and `/dev/zero` was
+/// called "empty (0 bytes)". Audio is refused by kind before it is opened: the item is
+/// skipped with what it is, and the rest are scored.
+#[test]
+fn an_item_whose_audio_is_not_a_regular_file_is_skipped_by_kind_at_once() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.wav");
+    let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+    // SAFETY: valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let manifest = dir.path().join("m.jsonl");
+    let lines = [
+        serde_json::json!({"id": "fifo", "audio": fifo.display().to_string(), "label": 1}),
+        serde_json::json!({"id": "zero", "audio": "/dev/zero", "label": 0}),
+        serde_json::json!({"id": "t-1", "text": "Oh great, more paperwork.", "label": 1}),
+    ];
+    let body: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(&manifest, body.join("\n")).unwrap();
+    let json = dir.path().join("report.json");
+    let mut child = Command::new(bin())
+        .arg("eval")
+        .arg(&manifest)
+        .arg("--json")
+        .arg(&json)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    if common::wait_exit(&mut child, std::time::Duration::from_secs(120)).is_none() {
+        let _ = child.kill();
+        panic!("eval still running after 120 s (blocked on the FIFO?)");
+    }
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("fifo: skipped") && log.contains("pipe (FIFO)"),
+        "{log}"
+    );
+    assert!(
+        log.contains("zero: skipped") && log.contains("is a device"),
+        "{log}"
+    );
+    assert!(!log.contains("empty (0 bytes)"), "{log}");
+    let report: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["items_skipped"], serde_json::json!(["fifo", "zero"]));
+    assert_eq!(report["items_scored"], 1);
+}

@@ -51,10 +51,14 @@ impl WavSource {
     /// checked here, so a bad file fails before the pipeline starts.
     pub fn open(path: &Path) -> Result<Self, AudioError> {
         let p = path.to_path_buf();
-        let file = File::open(path).map_err(|source| AudioError::Open {
-            path: p.clone(),
-            source,
-        })?;
+        // By kind first: a FIFO would block the open (an eval item's audio hung), and a
+        // device reports 0 bytes and would be called empty.
+        let file = crate::file_kind::regular_file(path)
+            .and_then(|_| File::open(path))
+            .map_err(|source| AudioError::Open {
+                path: p.clone(),
+                source,
+            })?;
         let file_len = file.metadata().map(|m| m.len()).unwrap_or(0);
         Self::from_reader(BufReader::new(file), file_len, p)
     }

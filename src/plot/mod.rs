@@ -64,10 +64,17 @@ pub(crate) fn series_colour(i: usize) -> RGBColor {
     SERIES_RGB[i % SERIES_RGB.len()]
 }
 
+/// A saved `bench --json` or `eval --json` run is at most a few MB (an eval of 10 000
+/// items with every score is about 5 MB); a larger file is the wrong file, and `/dev/zero`
+/// or a FIFO is refused by kind instead of being read without end.
+pub const MAX_RUN_JSON_BYTES: u64 = 64 << 20;
+
 pub(crate) fn read_json(path: &Path, what: &'static str) -> Result<serde_json::Value, PlotError> {
-    let text = std::fs::read_to_string(path).map_err(|source| PlotError::Read {
-        path: path.to_path_buf(),
-        source,
+    let text = crate::file_kind::read_text(path, MAX_RUN_JSON_BYTES).map_err(|source| {
+        PlotError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
     })?;
     serde_json::from_str(&text).map_err(|source| PlotError::Json {
         path: path.to_path_buf(),

@@ -127,6 +127,10 @@ pub(super) const SCRIPT: &str = r#"
 /// Seconds per timeline row: one row up to 5 minutes, 5-minute rows after that, so a
 /// long meeting stays readable instead of shrinking into one line.
 pub(super) const ROW_MAX_S: f64 = 300.0;
+/// Rows at most: past 10 hours of stream the rows get longer instead of more.
+pub const MAX_TIMELINE_ROWS: usize = 120;
+/// Tick labels per row at most.
+const MAX_TICKS_PER_ROW: f64 = 12.0;
 pub(super) const SVG_W: f64 = 1000.0;
 pub(super) const LANE_LABEL_W: f64 = 58.0;
 pub(super) const PLOT_W: f64 = SVG_W - LANE_LABEL_W - 8.0;
@@ -141,11 +145,31 @@ pub(super) const LANE_GAP: f64 = 3.0;
 pub(super) const AXIS_H: f64 = 16.0;
 pub(super) const ROW_GAP: f64 = 14.0;
 
+/// The step between ticks: a clock-friendly one giving at most a dozen per row, however
+/// long the row.
 pub(super) fn tick_step_s(row_s: f64) -> f64 {
-    [5.0, 10.0, 15.0, 30.0, 60.0]
+    const STEPS: [f64; 16] = [
+        5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0,
+        21600.0, 43200.0, 86400.0,
+    ];
+    STEPS
         .into_iter()
-        .find(|&t| row_s / t <= 12.0)
-        .unwrap_or(60.0)
+        .find(|&t| row_s / t <= MAX_TICKS_PER_ROW)
+        .unwrap_or_else(|| (row_s / MAX_TICKS_PER_ROW / 86400.0).ceil() * 86400.0)
+}
+
+/// Seconds per row for a stream of `span` seconds: the whole span (rounded up to ten
+/// seconds) up to [`ROW_MAX_S`], then 5-minute rows, then longer rows of whole 5-minute
+/// multiples so that there are never more than [`MAX_TIMELINE_ROWS`].
+pub(super) fn row_seconds(span: f64) -> f64 {
+    if span <= ROW_MAX_S {
+        (span / 10.0).ceil() * 10.0
+    } else {
+        (span / MAX_TIMELINE_ROWS as f64 / ROW_MAX_S)
+            .ceil()
+            .max(1.0)
+            * ROW_MAX_S
+    }
 }
 
 pub(super) fn utterance_tip(u: &Utterance) -> String {
@@ -171,12 +195,8 @@ pub(super) fn utterance_tip(u: &Utterance) -> String {
 
 pub(super) fn timeline_svg(m: &Meeting) -> String {
     let span = m.span_s().max(1.0);
-    let row_s = if span <= ROW_MAX_S {
-        (span / 10.0).ceil() * 10.0
-    } else {
-        ROW_MAX_S
-    };
-    let rows = (span / row_s).ceil().max(1.0) as usize;
+    let row_s = row_seconds(span);
+    let rows = ((span / row_s).ceil().max(1.0) as usize).min(MAX_TIMELINE_ROWS);
     let lanes_h: f64 = LANES.iter().map(|l| l.1 + LANE_GAP).sum();
     let row_h = lanes_h + AXIS_H + ROW_GAP;
     let height = rows as f64 * row_h;
@@ -377,11 +397,13 @@ pub(super) fn drops_section(m: &Meeting) -> String {
         s.push_str("<li>No utterance id missing from the stream.</li>\n");
     } else {
         let ids: Vec<String> = m.missing_ids.iter().map(u64::to_string).collect();
+        let more = m.missing_total - m.missing_ids.len() as u64;
         let _ = writeln!(
             s,
-            "<li class=\"drop-item\">{} utterance(s) cut but never reported (ids {}): dropped because the analysis queue was full.</li>",
-            m.missing_ids.len(),
-            ids.join(", ")
+            "<li class=\"drop-item\">{} utterance(s) cut but never reported (ids {}{}): dropped because the analysis queue was full.</li>",
+            m.missing_total,
+            ids.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
         );
     }
     let shed = m.utterances.iter().filter(|u| u.text_shed).count();
@@ -560,7 +582,7 @@ pub fn render_html(m: &Meeting) -> String {
         card(
             match &m.stats {
                 Some(st) => st.dropped.values().sum::<u64>().to_string(),
-                None => m.missing_ids.len().to_string(),
+                None => m.missing_total.to_string(),
             },
             if m.stats.is_some() {
                 "drops (run summary)"

@@ -11,6 +11,14 @@
 //! before it is written: a transcript is text, never markup. A Content-Security-Policy
 //! that allows only this page's own script and style (by hash) backs that up: markup
 //! that slipped through could still not run a script or load anything.
+//!
+//! Bounds: everything the page allocates is bounded by its input, and the input is
+//! bounded: the events file is read with a size limit ([`MAX_EVENTS_BYTES`], at most
+//! [`MAX_EVENTS`] lines of events), times must be finite stream seconds within
+//! [`MAX_STREAM_S`], the timeline has at most [`html::MAX_TIMELINE_ROWS`] rows with at
+//! most a dozen ticks each, and missing ids are counted, not listed, beyond
+//! [`MAX_MISSING_LISTED`]. One line with `"id": 10000000` or `"end_s": 1e308` once made
+//! this command allocate gigabytes or loop without end.
 
 mod html;
 
@@ -25,6 +33,19 @@ use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use crate::bench::Percentiles;
+
+/// An events file of a long day is a few MB (about 2 KB per event); a larger file is
+/// more than one meeting: cut the part wanted (`tail -n`, `sed -n`).
+pub const MAX_EVENTS_BYTES: u64 = 64 << 20;
+/// Event lines at most (of any type, partials included).
+pub const MAX_EVENTS: usize = 200_000;
+/// A `replay --stats` summary is a few KB.
+pub const MAX_STATS_BYTES: u64 = 1 << 20;
+/// Stream seconds an event may carry: about three years of one stream.
+pub const MAX_STREAM_S: f64 = 1e8;
+/// Missing utterance ids listed by number (on the timeline and in the transcript); the
+/// rest are counted.
+pub const MAX_MISSING_LISTED: usize = 1000;
 
 #[derive(Debug, Error)]
 pub enum ReportError {
@@ -48,6 +69,15 @@ pub enum ReportError {
         kind: &'static str,
         source: serde_json::Error,
     },
+    #[error("{path}:{line}: `{field}` is {value}: not a stream time (finite seconds within 0..={MAX_STREAM_S:e}, end not before start); is this a sarcasmd events file?")]
+    BadTime {
+        path: PathBuf,
+        line: usize,
+        field: &'static str,
+        value: f64,
+    },
+    #[error("{path}: more than {MAX_EVENTS} event lines: a report is one meeting; cut the part wanted (e.g. `tail -n 20000`)")]
+    TooManyEvents { path: PathBuf },
     #[error("{path} is not a `replay --stats` summary: {source}")]
     Stats {
         path: PathBuf,
@@ -128,8 +158,10 @@ pub struct Meeting {
     /// Ids below the highest one seen that no event carries: the pipeline gives an
     /// utterance its id before queueing it, so these were cut and then dropped (the
     /// analysis queue of a live source was full). Drops after the last event cannot
-    /// be seen this way; `--stats` counts them all.
+    /// be seen this way; `--stats` counts them all. The first [`MAX_MISSING_LISTED`].
     pub missing_ids: Vec<u64>,
+    /// How many ids are missing in all (`missing_ids` lists the first ones).
+    pub missing_total: u64,
     pub partials: usize,
     /// Lines of a type this page does not draw (named in the page).
     pub other_types: BTreeMap<String, usize>,
@@ -148,6 +180,11 @@ impl Meeting {
             if line.trim().is_empty() {
                 continue;
             }
+            if i >= MAX_EVENTS {
+                return Err(ReportError::TooManyEvents {
+                    path: path.to_path_buf(),
+                });
+            }
             let v: serde_json::Value =
                 serde_json::from_str(line).map_err(|source| ReportError::NotJson {
                     path: path.to_path_buf(),
@@ -163,10 +200,19 @@ impl Meeting {
                     source,
                 }
             };
+            let times = |start: f64, end: f64| check_times(path, i + 1, start, end);
             let kind = v.get("type").and_then(|t| t.as_str()).map(str::to_owned);
             match kind.as_deref() {
-                Some("utterance") => all.push(serde_json::from_value(v).map_err(bad("utterance"))?),
-                Some("gap") => m.gaps.push(serde_json::from_value(v).map_err(bad("gap"))?),
+                Some("utterance") => {
+                    let u: Utterance = serde_json::from_value(v).map_err(bad("utterance"))?;
+                    times(u.start_s, u.end_s)?;
+                    all.push(u);
+                }
+                Some("gap") => {
+                    let g: Gap = serde_json::from_value(v).map_err(bad("gap"))?;
+                    times(g.start_s, g.end_s)?;
+                    m.gaps.push(g);
+                }
                 Some("partial") => m.partials += 1,
                 other => {
                     *m.other_types
@@ -176,9 +222,7 @@ impl Meeting {
             }
         }
         let seen: BTreeSet<u64> = all.iter().map(|u| u.id).collect();
-        if let Some(&max) = seen.last() {
-            m.missing_ids = (0..max).filter(|id| !seen.contains(id)).collect();
-        }
+        (m.missing_ids, m.missing_total) = missing_ids(&seen);
         let revised: BTreeSet<u64> = all.iter().filter_map(|u| u.revises).collect();
         m.revised = revised.len();
         m.utterances = all
@@ -191,8 +235,9 @@ impl Meeting {
     }
 
     pub fn load(events: &Path, stats: Option<&Path>) -> Result<Self, ReportError> {
-        let read = |p: &Path| {
-            std::fs::read_to_string(p).map_err(|source| ReportError::Read {
+        // Bounded and by kind: `/dev/zero` or a FIFO is refused, not read until memory ends.
+        let read = |p: &Path, max: u64| {
+            crate::file_kind::read_text(p, max).map_err(|source| ReportError::Read {
                 path: p.to_path_buf(),
                 source,
             })
@@ -201,15 +246,16 @@ impl Meeting {
             || events.display().to_string(),
             |n| n.to_string_lossy().into_owned(),
         );
-        let mut m = Self::parse(&name, events, &read(events)?)?;
+        let mut m = Self::parse(&name, events, &read(events, MAX_EVENTS_BYTES)?)?;
         if let Some(p) = stats {
-            m.stats =
-                Some(
-                    serde_json::from_str(&read(p)?).map_err(|source| ReportError::Stats {
+            m.stats = Some(
+                serde_json::from_str(&read(p, MAX_STATS_BYTES)?).map_err(|source| {
+                    ReportError::Stats {
                         path: p.to_path_buf(),
                         source,
-                    })?,
-                );
+                    }
+                })?,
+            );
         }
         Ok(m)
     }
@@ -255,6 +301,41 @@ impl Meeting {
             .fold(f64::INFINITY, f64::min);
         (before, if after.is_finite() { after } else { before })
     }
+}
+
+/// A time pair from line `line`: finite, within the stream, end not before start.
+fn check_times(path: &Path, line: usize, start: f64, end: f64) -> Result<(), ReportError> {
+    let in_range = |t: f64| t.is_finite() && (0.0..=MAX_STREAM_S).contains(&t);
+    let bad = |field, value| ReportError::BadTime {
+        path: path.to_path_buf(),
+        line,
+        field,
+        value,
+    };
+    if !in_range(start) {
+        return Err(bad("start_s", start));
+    }
+    if !in_range(end) || end < start {
+        return Err(bad("end_s", end));
+    }
+    Ok(())
+}
+
+/// The first [`MAX_MISSING_LISTED`] ids below the highest seen that none carries, and
+/// how many are missing in all: counted from the gaps between seen ids, never by
+/// walking every id up to the highest (which may be any u64).
+fn missing_ids(seen: &BTreeSet<u64>) -> (Vec<u64>, u64) {
+    let mut listed = Vec::new();
+    let mut total = 0u64;
+    let mut next = 0u64;
+    for &id in seen {
+        let gap = id - next;
+        total = total.saturating_add(gap);
+        let room = (MAX_MISSING_LISTED - listed.len()) as u64;
+        listed.extend(next..next + gap.min(room));
+        next = id.saturating_add(1);
+    }
+    (listed, total)
 }
 
 pub fn write(m: &Meeting, out: &Path) -> Result<(), ReportError> {
@@ -367,6 +448,47 @@ mod tests {
             e.to_string().starts_with("ev.jsonl:1: not a JSON event"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn huge_ids_and_times_are_bounded_not_allocated() {
+        // One event with id 10^7: ten million missing ids, counted, a thousand listed.
+        let one = utt(10_000_000, 1.0, 2.0, "x", 0.2);
+        let m = Meeting::parse("m", Path::new("m"), &one).unwrap();
+        assert_eq!(m.missing_total, 10_000_000);
+        assert_eq!(m.missing_ids.len(), MAX_MISSING_LISTED);
+        let html = render_html(&m);
+        assert!(html.len() < 2_000_000, "{} bytes", html.len());
+        assert!(
+            html.contains("10000000 utterance(s)"),
+            "missing count not shown"
+        );
+        // The highest id there is: no overflow.
+        let m = Meeting::parse("m", Path::new("m"), &utt(u64::MAX, 1.0, 2.0, "x", 0.2)).unwrap();
+        assert_eq!(m.missing_total, u64::MAX);
+        // Times that are not stream times are refused with their line.
+        for (end, field) in [(1e308, "end_s"), (1e12, "end_s"), (0.5, "end_s")] {
+            let text = format!("\n{}", utt(0, 1.0, end, "x", 0.2));
+            let e = Meeting::parse("m", Path::new("ev.jsonl"), &text).unwrap_err();
+            assert!(
+                e.to_string().starts_with(&format!("ev.jsonl:2: `{field}`")),
+                "{e}"
+            );
+        }
+        // The longest stream allowed draws a bounded timeline.
+        let m = Meeting::parse("m", Path::new("m"), &utt(0, 1.0, MAX_STREAM_S, "x", 0.2)).unwrap();
+        let svg = timeline_svg(&m);
+        assert!(svg.len() < 1_000_000, "{} bytes", svg.len());
+    }
+
+    #[test]
+    fn missing_ids_are_counted_from_the_gaps() {
+        let seen: BTreeSet<u64> = [1, 2, 5, 2000].into_iter().collect();
+        let (listed, total) = missing_ids(&seen);
+        assert_eq!(total, 1 + 2 + 1994);
+        assert_eq!(listed.len(), MAX_MISSING_LISTED);
+        assert_eq!(&listed[..4], &[0, 3, 4, 6]);
+        assert_eq!(missing_ids(&BTreeSet::new()), (vec![], 0));
     }
 
     #[test]

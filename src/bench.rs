@@ -73,6 +73,23 @@ pub fn speech_end_s(samples: &[f32]) -> f64 {
     (last * frame).min(samples.len()) as f64 / RATE
 }
 
+/// The reference transcript beside a clip (`x.wav` -> `x.txt`), read as every input is:
+/// by kind and with a bound; a missing one means no word error rate for the clip.
+fn reference_text(wav: &Path) -> Option<String> {
+    let txt = wav.with_extension("txt");
+    match crate::file_kind::read_text(&txt, crate::file_kind::MAX_TEXT_FILE_BYTES) {
+        Ok(t) => Some(t),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            log::warn!(
+                "{}: not used as the reference transcript: {e}",
+                txt.display()
+            );
+            None
+        }
+    }
+}
+
 /// Clips from a folder (every `.wav` below it, sorted), one `.wav`, or a manifest.
 pub fn load_clips(input: &Path, limit: Option<usize>) -> Result<Vec<Clip>, BenchError> {
     let mut found: Vec<(PathBuf, Option<String>)> = Vec::new();
@@ -88,7 +105,7 @@ pub fn load_clips(input: &Path, limit: Option<usize>) -> Result<Vec<Clip>, Bench
                 if p.is_dir() {
                     stack.push(p);
                 } else if p.extension().is_some_and(|x| x.eq_ignore_ascii_case("wav")) {
-                    let txt = std::fs::read_to_string(p.with_extension("txt")).ok();
+                    let txt = reference_text(&p);
                     found.push((p, txt));
                 }
             }
@@ -98,7 +115,7 @@ pub fn load_clips(input: &Path, limit: Option<usize>) -> Result<Vec<Clip>, Bench
         .extension()
         .is_some_and(|x| x.eq_ignore_ascii_case("wav"))
     {
-        let txt = std::fs::read_to_string(input.with_extension("txt")).ok();
+        let txt = reference_text(input);
         found.push((input.to_path_buf(), txt));
     } else {
         let m = Manifest::load(input)?;

@@ -2,6 +2,16 @@
 
 use super::*;
 
+/// A PEM file of certificates or a key is a few KB; a CA bundle of every public CA is
+/// about 200 KB.
+const MAX_PEM_BYTES: u64 = 1 << 20;
+
+/// A PEM file read by kind and with a bound (`/dev/zero` as `ca_file` was read until
+/// memory ran out, a FIFO blocked): the parsers then read from memory.
+fn read_pem(path: &Path) -> Result<Vec<u8>, BoxError> {
+    crate::file_kind::read_bytes(path, MAX_PEM_BYTES).map_err(Into::into)
+}
+
 /// rustls client config with the ring provider passed explicitly (no aws-lc, no reliance on
 /// a process default), trusting only the configured CA.
 pub fn rustls_config(tls: &MqttTlsConfig) -> Result<rustls::ClientConfig, MqttError> {
@@ -17,8 +27,8 @@ pub fn rustls_config(tls: &MqttTlsConfig) -> Result<rustls::ClientConfig, MqttEr
         source: reason,
     };
     let mut roots = rustls::RootCertStore::empty();
-    let cas = CertificateDer::pem_file_iter(&tls.ca_file)
-        .map_err(|e| ca_err(e.into()))?
+    let ca_pem = read_pem(&tls.ca_file).map_err(ca_err)?;
+    let cas = CertificateDer::pem_slice_iter(&ca_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| ca_err(e.into()))?;
     if cas.is_empty() {
@@ -40,17 +50,19 @@ pub fn rustls_config(tls: &MqttTlsConfig) -> Result<rustls::ClientConfig, MqttEr
                 path: cert.clone(),
                 source: reason,
             };
-            let chain = CertificateDer::pem_file_iter(cert)
-                .map_err(|e| cert_err(e.into()))?
+            let cert_pem = read_pem(cert).map_err(cert_err)?;
+            let chain = CertificateDer::pem_slice_iter(&cert_pem)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| cert_err(e.into()))?;
             if chain.is_empty() {
                 return Err(cert_err("no certificate found".into()));
             }
-            let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| MqttError::ClientKey {
+            let key_err = |source: BoxError| MqttError::ClientKey {
                 path: key.clone(),
-                source: e.into(),
-            })?;
+                source,
+            };
+            let key_pem = read_pem(key).map_err(key_err)?;
+            let key_der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| key_err(e.into()))?;
             builder
                 .with_client_auth_cert(chain, key_der)
                 .map_err(MqttError::Tls)

@@ -13,7 +13,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use tract_onnx::prelude::*;
 
-use crate::heads::{read_checked, HeadError, HeadMeta, TEXT_FEATURE_VERSION};
+use crate::heads::{read_checked, HeadError, HeadMeta, Pinning, TEXT_FEATURE_VERSION};
 use crate::onnx::{self, InputSpec, Runnable};
 
 pub const EXTRAS_HEAD: &str = "extras_head";
@@ -83,17 +83,17 @@ impl ExtrasHead {
     /// `Ok(None)` when neither file of the head exists in `dir`; otherwise every check
     /// of [`crate::fusion::Head::load`] (feature version = the text encoder's, checksum)
     /// plus the output list.
-    pub fn load_if_present(dir: &Path) -> Result<Option<Self>, HeadError> {
+    pub fn load_if_present(dir: &Path, pinning: Pinning) -> Result<Option<Self>, HeadError> {
         let json = dir.join(format!("{EXTRAS_HEAD}.json"));
         let onnx_file = dir.join(format!("{EXTRAS_HEAD}.onnx"));
         if !json.exists() && !onnx_file.exists() {
             return Ok(None);
         }
-        Self::load(dir).map(Some)
+        Self::load(dir, pinning).map(Some)
     }
 
-    pub fn load(dir: &Path) -> Result<Self, HeadError> {
-        let checked = read_checked(dir, EXTRAS_HEAD, TEXT_FEATURE_VERSION)?;
+    pub fn load(dir: &Path, pinning: Pinning) -> Result<Self, HeadError> {
+        let checked = read_checked(dir, EXTRAS_HEAD, TEXT_FEATURE_VERSION, pinning)?;
         let meta_path = dir.join(format!("{EXTRAS_HEAD}.json"));
         let bad = |reason: String| HeadError::Meta {
             path: meta_path.clone(),
@@ -128,9 +128,9 @@ impl ExtrasHead {
                 o.name()
             )));
         }
-        let runnable = onnx::load_bytes(
+        let runnable = onnx::load_proto(
             &checked.onnx_path.display().to_string(),
-            &checked.bytes,
+            &checked.proto,
             &[InputSpec::f32(&[Some(1), Some(checked.meta.input_dim)])],
         )?;
         let head = Self {
@@ -235,7 +235,8 @@ mod tests {
     use crate::heads::DEFAULT_HEADS_DIR;
 
     fn shipped() -> ExtrasHead {
-        ExtrasHead::load(Path::new(DEFAULT_HEADS_DIR)).expect("models/heads/extras_head")
+        ExtrasHead::load(Path::new(DEFAULT_HEADS_DIR), Pinning::Required)
+            .expect("models/heads/extras_head")
     }
 
     /// A deterministic pseudo-embedding: unit-norm like the encoder's output.
@@ -303,7 +304,9 @@ mod tests {
     #[test]
     fn absent_head_is_none_and_wrong_feature_version_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(ExtrasHead::load_if_present(dir.path()).unwrap().is_none());
+        assert!(ExtrasHead::load_if_present(dir.path(), Pinning::Required)
+            .unwrap()
+            .is_none());
         let src = Path::new(DEFAULT_HEADS_DIR);
         std::fs::copy(
             src.join("extras_head.onnx"),
@@ -313,7 +316,7 @@ mod tests {
         let meta = std::fs::read_to_string(src.join("extras_head.json")).unwrap();
         let meta = meta.replace(TEXT_FEATURE_VERSION, "usem3-768-v9");
         std::fs::write(dir.path().join("extras_head.json"), meta).unwrap();
-        match ExtrasHead::load_if_present(dir.path()) {
+        match ExtrasHead::load_if_present(dir.path(), Pinning::Required) {
             Err(HeadError::FeatureVersion {
                 found, expected, ..
             }) => {
@@ -326,7 +329,7 @@ mod tests {
         // One file without the other is a broken heads dir, not an absent head.
         std::fs::remove_file(dir.path().join("extras_head.json")).unwrap();
         assert!(matches!(
-            ExtrasHead::load_if_present(dir.path()),
+            ExtrasHead::load_if_present(dir.path(), Pinning::Required),
             Err(HeadError::Meta { .. })
         ));
     }

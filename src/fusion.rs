@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::extras::ExtrasHead;
 pub use crate::heads::{
-    Head, HeadError, HeadMeta, DEFAULT_HEADS_DIR, PACKAGED_HEADS_DIR, TEXT_FEATURE_VERSION,
+    Head, HeadError, HeadMeta, Pinning, DEFAULT_HEADS_DIR, PACKAGED_HEADS_DIR, TEXT_FEATURE_VERSION,
 };
 use crate::validate::{Problems, Validate};
 
@@ -166,27 +166,35 @@ fn logit(p: f32) -> f32 {
 }
 
 impl Fusion {
+    /// The heads the daemon serves: each must be pinned in this binary.
     pub fn load(cfg: &FusionConfig, with_text: bool, with_video: bool) -> Result<Self, HeadError> {
+        Self::load_with(cfg, with_text, with_video, Pinning::Required)
+    }
+
+    /// [`Fusion::load`] with a choice about pinning (`eval` of heads just trained).
+    pub fn load_with(
+        cfg: &FusionConfig,
+        with_text: bool,
+        with_video: bool,
+        pinning: Pinning,
+    ) -> Result<Self, HeadError> {
         let dir = cfg.heads_dir();
+        let load = |name: &str, version: &str| Head::load_with(&dir, name, version, pinning);
         let text = if with_text {
-            Some(Head::load(&dir, "text_head", TEXT_FEATURE_VERSION)?)
+            Some(load("text_head", TEXT_FEATURE_VERSION)?)
         } else {
             None
         };
-        let audio = Head::load(&dir, "audio_head", crate::prosody::PROSODY_FEATURE_VERSION)?;
+        let audio = load("audio_head", crate::prosody::PROSODY_FEATURE_VERSION)?;
         let video = if with_video {
-            Some(Head::load(
-                &dir,
-                "video_head",
-                crate::vision::VISION_FEATURE_VERSION,
-            )?)
+            Some(load("video_head", crate::vision::VISION_FEATURE_VERSION)?)
         } else {
             None
         };
-        let fused = Head::load(&dir, "fusion_head", FUSION_FEATURE_VERSION)?;
+        let fused = load("fusion_head", FUSION_FEATURE_VERSION)?;
         let weighted = WeightedViews::from_meta(&fused.meta, &dir.join("fusion_head.json"))?;
         let extras = if with_text {
-            ExtrasHead::load_if_present(&dir)?
+            ExtrasHead::load_if_present(&dir, pinning)?
         } else {
             None
         };

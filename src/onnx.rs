@@ -60,11 +60,28 @@ fn load_reader(
     reader: &mut dyn std::io::Read,
     inputs: &[InputSpec],
 ) -> Result<Runnable, OnnxError> {
+    let proto = tract_onnx::onnx()
+        .proto_model_for_read(reader)
+        .map_err(|e| OnnxError {
+            what: what.to_string(),
+            source: format!("{e:#}").into(),
+        })?;
+    load_proto(what, &proto, inputs)
+}
+
+/// A model already decoded (and checked: `crate::heads` checks a head's graph first).
+pub fn load_proto(
+    what: &str,
+    proto: &tract_onnx::pb::ModelProto,
+    inputs: &[InputSpec],
+) -> Result<Runnable, OnnxError> {
     let err = |e: TractError| OnnxError {
         what: what.to_string(),
         source: format!("{e:#}").into(),
     };
-    let mut model = tract_onnx::onnx().model_for_read(reader).map_err(err)?;
+    let mut model = tract_onnx::onnx()
+        .model_for_proto_model(proto)
+        .map_err(err)?;
     let symbols = model.symbols.clone();
     for (i, spec) in inputs.iter().enumerate() {
         let dims: TVec<TDim> = spec

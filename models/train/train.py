@@ -34,6 +34,7 @@ from sklearn.preprocessing import StandardScaler
 
 sys.path.insert(0, os.path.dirname(__file__))
 import data  # noqa: E402
+import heads_lock  # noqa: E402
 import selection  # noqa: E402
 from metrics import baselines, prf, row  # noqa: E402
 
@@ -284,6 +285,7 @@ def write_head(out_dir, name, model, feature_version, training, metrics, version
     with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
         json.dump(meta, f, indent=2, sort_keys=True)
         f.write("\n")
+    heads_lock.pin(out_dir, name)  # the daemon serves pinned heads only
 
 
 def main():

@@ -1,11 +1,18 @@
 //! A trained head on disk: `<name>.onnx` beside `<name>.json`, its metadata record.
 //! Every head's files are checked the same way before anything runs them: the
-//! metadata parses, its `feature_version` is what this build computes (a retrained
-//! feature extractor is never silently paired with a head trained on the old
-//! features), and the ONNX bytes match the recorded checksum.
+//! metadata parses and its `input_dim` is a size a head can have, its `feature_version`
+//! is what this build computes (a retrained feature extractor is never silently paired
+//! with a head trained on the old features), the ONNX bytes match the recorded
+//! checksum and the one pinned in this binary ([`lock`]), and the graph's shapes agree
+//! with the metadata and stay small ([`graph`]) before tract builds it. A loaded head
+//! is run once on zeros, so that a graph that still does not fit fails at load
+//! (`validate`), not at the first utterance.
 //!
 //! A leaf below both users: `fusion` (the view and fusion heads) and `extras` (the
 //! extras head, which `fusion` runs) read their heads here.
+
+mod graph;
+pub mod lock;
 
 use std::path::{Path, PathBuf};
 
@@ -20,6 +27,26 @@ use crate::onnx::{self, InputSpec, OnnxError, Runnable};
 pub const TEXT_FEATURE_VERSION: &str = "usem3-512-v1";
 /// Heads are logistic regressions of a few KB; a larger file is the wrong file.
 const MAX_HEAD_BYTES: u64 = 16 << 20;
+/// The largest feature vector a head may take (today's: 5 to 512).
+pub const MAX_INPUT_DIM: usize = 65_536;
+/// Every head the daemon may load, by file stem.
+pub const HEAD_NAMES: [&str; 5] = [
+    "text_head",
+    "audio_head",
+    "video_head",
+    "fusion_head",
+    "extras_head",
+];
+
+/// Whether a head must be pinned in this binary's `heads.lock.json` ([`lock`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pinning {
+    /// Serving (`run`, `replay`, `validate`, `bench`): an unpinned head is refused.
+    Required,
+    /// Measuring (`eval --heads DIR`): a head just trained is not pinned yet; it is
+    /// loaded with a warning, every other check still applies.
+    WarnOnly,
+}
 /// Default head directory: the repo's `models/heads` (installed packages put them
 /// next to the binary and point `fusion.heads_dir` there).
 pub const DEFAULT_HEADS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/models/heads");
@@ -48,6 +75,15 @@ pub enum HeadError {
         found: String,
         expected: String,
     },
+    #[error("{path}: head `{name}` (SHA-256 {found}) is not the one pinned in {} ({pinned}) that this binary was built with, and the daemon serves pinned heads only. Retrain it with `models/train/train.sh` (write_head pins what it writes) or pin it with `scripts/pin_heads.py`, then rebuild; `sarcasmd eval --heads DIR` measures an unpinned head", lock::HEADS_LOCK_PATH)]
+    Unpinned {
+        path: PathBuf,
+        name: String,
+        found: String,
+        pinned: String,
+    },
+    #[error("{path}: not a graph a head may be: {reason}")]
+    Graph { path: PathBuf, reason: String },
     #[error(transparent)]
     Load(#[from] OnnxError),
     #[error("head `{name}` expects {expected} inputs, got {got}")]
@@ -66,6 +102,9 @@ pub struct HeadMeta {
     pub name: String,
     pub version: String,
     pub feature_version: String,
+    /// Read as u64 so a corrupt value is refused with its field, not wrapped or panicked
+    /// on; checked against [`MAX_INPUT_DIM`] before anything uses it.
+    #[serde(deserialize_with = "input_dim")]
     pub input_dim: usize,
     pub onnx_sha256: String,
     #[serde(default)]
@@ -81,19 +120,33 @@ pub struct HeadMeta {
     pub weighted_views: Option<Vec<String>>,
 }
 
+/// `input_dim` within `1..=MAX_INPUT_DIM`; larger values (`18446744073709551615`
+/// once panicked in tract) are a parse error naming the field.
+fn input_dim<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let v = u64::deserialize(d)?;
+    match usize::try_from(v) {
+        Ok(n) if (1..=MAX_INPUT_DIM).contains(&n) => Ok(n),
+        _ => Err(serde::de::Error::custom(format!(
+            "input_dim {v} is not a head's size (1..={MAX_INPUT_DIM})"
+        ))),
+    }
+}
+
 /// A head's files after every check: metadata parsed (the raw JSON too, for heads with
-/// extra metadata), feature version as expected, ONNX bytes matching the checksum.
+/// extra metadata), feature version as expected, ONNX bytes matching the checksum and
+/// the pin, and the graph decoded and checked against the metadata.
 pub(crate) struct CheckedHead {
     pub meta: HeadMeta,
     pub meta_json: String,
     pub onnx_path: PathBuf,
-    pub bytes: Vec<u8>,
+    pub proto: tract_onnx::pb::ModelProto,
 }
 
 pub(crate) fn read_checked(
     dir: &Path,
     name: &str,
     expected_feature_version: &str,
+    pinning: Pinning,
 ) -> Result<CheckedHead, HeadError> {
     let meta_path = dir.join(format!("{name}.json"));
     let onnx_path = dir.join(format!("{name}.onnx"));
@@ -126,12 +179,50 @@ pub(crate) fn read_checked(
             expected: meta.onnx_sha256,
         });
     }
+    check_pinned(name, &onnx_path, &found, bytes.len() as u64, pinning)?;
+    let graph_err = |reason: String| HeadError::Graph {
+        path: onnx_path.clone(),
+        reason,
+    };
+    let proto = tract_onnx::onnx()
+        .proto_model_for_read(&mut bytes.as_slice())
+        .map_err(|e| graph_err(format!("not an ONNX model: {e:#}")))?;
+    graph::check(&proto, meta.input_dim).map_err(graph_err)?;
     Ok(CheckedHead {
         meta,
         meta_json,
         onnx_path,
-        bytes,
+        proto,
     })
+}
+
+/// The head's bytes against this binary's pin ([`lock`]).
+fn check_pinned(
+    name: &str,
+    path: &Path,
+    sha256: &str,
+    bytes: u64,
+    pinning: Pinning,
+) -> Result<(), HeadError> {
+    let pinned = match lock::pinned(name) {
+        Ok(Some(p)) if p.onnx_sha256 == sha256 && p.onnx_bytes == bytes => return Ok(()),
+        Ok(Some(p)) => format!("SHA-256 {}", p.onnx_sha256),
+        Ok(None) => "no entry for it".to_string(),
+        Err(e) => e.to_string(),
+    };
+    let e = HeadError::Unpinned {
+        path: path.to_path_buf(),
+        name: name.to_string(),
+        found: sha256.to_string(),
+        pinned,
+    };
+    match pinning {
+        Pinning::Required => Err(e),
+        Pinning::WarnOnly => {
+            log::warn!("{e}; measuring it anyway");
+            Ok(())
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -141,18 +232,32 @@ pub struct Head {
 }
 
 impl Head {
-    /// Load `<dir>/<name>.onnx` after checking `<dir>/<name>.json`.
+    /// Load `<dir>/<name>.onnx` after checking `<dir>/<name>.json`; it must be pinned.
     pub fn load(dir: &Path, name: &str, expected_feature_version: &str) -> Result<Self, HeadError> {
-        let checked = read_checked(dir, name, expected_feature_version)?;
-        let runnable = onnx::load_bytes(
+        Self::load_with(dir, name, expected_feature_version, Pinning::Required)
+    }
+
+    /// [`Head::load`] with a choice about pinning (`eval` of a head just trained).
+    pub fn load_with(
+        dir: &Path,
+        name: &str,
+        expected_feature_version: &str,
+        pinning: Pinning,
+    ) -> Result<Self, HeadError> {
+        let checked = read_checked(dir, name, expected_feature_version, pinning)?;
+        let runnable = onnx::load_proto(
             &checked.onnx_path.display().to_string(),
-            &checked.bytes,
+            &checked.proto,
             &[InputSpec::f32(&[Some(1), Some(checked.meta.input_dim)])],
         )?;
-        Ok(Self {
+        let head = Self {
             meta: checked.meta,
             runnable,
-        })
+        };
+        // One run on zeros: a graph that does not fit its metadata fails here, at load
+        // (validate), rather than at the first utterance.
+        head.predict(&vec![0.0; head.meta.input_dim])?;
+        Ok(head)
     }
 
     /// Probability of the sarcastic class.

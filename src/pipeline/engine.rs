@@ -10,7 +10,7 @@ use thiserror::Error;
 
 use crate::asr::{AsrError, AsrModel};
 use crate::config::Config;
-use crate::fusion::{Fusion, HeadError};
+use crate::fusion::{Fusion, HeadError, Pinning};
 use crate::models::{ModelError, ModelStore};
 use crate::prosody;
 use crate::segment::{VadError, VadModel};
@@ -72,23 +72,30 @@ pub fn required_models(cfg: &Config, with_vision: bool) -> Vec<String> {
 
 impl Engine {
     pub fn load(cfg: &Config) -> Result<Self, EngineError> {
-        Self::load_inner(cfg, true, cfg.vision.enabled())
+        Self::load_inner(cfg, Some(Pinning::Required), cfg.vision.enabled())
     }
 
     /// Models without the trained heads: for computing training features. The vision
     /// models load when `with_vision` (a manifest with video).
     pub fn load_for_features(cfg: &Config, with_vision: bool) -> Result<Self, EngineError> {
-        Self::load_inner(cfg, false, with_vision)
+        Self::load_inner(cfg, None, with_vision)
     }
 
     /// Heads as the daemon serves them, plus the vision models when `with_vision` (a
     /// manifest with video), whatever the config says about the camera: `sarcasmd eval`.
+    /// Heads need not be pinned (a head just trained is measured before it is shipped);
+    /// an unpinned one is named in a warning.
     pub fn load_for_eval(cfg: &Config, with_vision: bool) -> Result<Self, EngineError> {
-        Self::load_inner(cfg, true, with_vision)
+        Self::load_inner(cfg, Some(Pinning::WarnOnly), with_vision)
     }
 
-    // Keep in step with `required_models`, which preflight checks.
-    fn load_inner(cfg: &Config, with_heads: bool, with_vision: bool) -> Result<Self, EngineError> {
+    // Keep in step with `required_models`, which preflight checks. `heads`: load the
+    // heads, pinned or not.
+    fn load_inner(
+        cfg: &Config,
+        heads: Option<Pinning>,
+        with_vision: bool,
+    ) -> Result<Self, EngineError> {
         let t0 = Instant::now();
         let store = ModelStore::new(
             crate::models::model_dir(cfg.models.dir.as_deref()),
@@ -145,8 +152,8 @@ impl Engine {
         } else {
             None
         };
-        let fusion = if with_heads {
-            let f = Fusion::load(&cfg.fusion, cfg.text.enabled, with_vision)?;
+        let fusion = if let Some(pinning) = heads {
+            let f = Fusion::load_with(&cfg.fusion, cfg.text.enabled, with_vision, pinning)?;
             if let Some(h) = &f.text {
                 models.insert("text_head".into(), h.label());
             }

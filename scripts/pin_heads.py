@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""Pin heads that were not written by `models/train/train.py`'s `write_head` (which pins
+what it writes): the extras head of `models/train/extras.py`, or a head made by hand.
+
+    python3 scripts/pin_heads.py models/heads extras_head [more names...]
+
+Records each `<dir>/<name>.onnx`'s size and SHA-256 in `<dir>/heads.lock.json`. The one
+in models/heads is compiled into the daemon (rebuild after pinning); the daemon serves
+only pinned heads. Standard library only.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", "train"))
+import heads_lock  # noqa: E402
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out_dir, names = sys.argv[1], sys.argv[2:]
+    for name in names:
+        if not os.path.isfile(os.path.join(out_dir, f"{name}.onnx")):
+            print(f"pin_heads: {out_dir}/{name}.onnx does not exist", file=sys.stderr)
+            return 2
+    for name in names:
+        heads_lock.pin(out_dir, name)
+        print(f"pinned {name} in {os.path.join(out_dir, heads_lock.LOCK)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

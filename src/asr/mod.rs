@@ -62,7 +62,7 @@ pub struct AsrModel {
 impl AsrModel {
     pub fn load(path: &Path) -> Result<Self, AsrError> {
         LOG_HOOKS.call_once(install_log_hooks);
-        read_ggml_header(path)?;
+        check_ggml_file(path)?;
         let ctx = WhisperContext::new_with_params(path, WhisperContextParameters::default())
             .map_err(|source| AsrError::Load {
                 path: path.to_path_buf(),
@@ -551,6 +551,66 @@ mod tests {
         assert!(e.to_string().contains("magic"), "{e}");
         std::fs::write(&p, b"short").unwrap();
         assert!(read_ggml_header(&p).is_err());
+    }
+
+    /// A small file laid out as whisper.cpp reads a model: header, mel filters,
+    /// vocabulary, one tensor.
+    fn tiny_ggml() -> Vec<u8> {
+        let mut v = Vec::new();
+        let mut w = |x: i32| v.extend_from_slice(&x.to_le_bytes());
+        w(0x6767_6d6c);
+        for x in [51_864, 1500, 384, 6, 4, 448, 384, 6, 4, 80, 1] {
+            w(x);
+        }
+        w(80);
+        w(201);
+        v.extend(std::iter::repeat_n(0u8, 80 * 201 * 4));
+        v.extend_from_slice(&2i32.to_le_bytes());
+        for tok in [&b"a"[..], b"bc"] {
+            v.extend_from_slice(&(tok.len() as u32).to_le_bytes());
+            v.extend_from_slice(tok);
+        }
+        for x in [2i32, 4, 0, 2, 3] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v.extend_from_slice(b"enc.");
+        v.extend(std::iter::repeat_n(0u8, 2 * 3 * 4));
+        v
+    }
+
+    #[test]
+    fn the_layout_walk_refuses_what_whisper_cpp_would_trust_blindly() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m.bin");
+        std::fs::write(&p, tiny_ggml()).unwrap();
+        check_ggml_file(&p).unwrap();
+        // The repro: bytes 48-4144 of 0xff (mel filter count -1).
+        let mut bad = tiny_ggml();
+        bad[48..4144].fill(0xff);
+        std::fs::write(&p, &bad).unwrap();
+        let e = check_ggml_file(&p).unwrap_err().to_string();
+        assert!(e.contains("mel filters -1 x -1"), "{e}");
+        // A truncated tensor, a huge vocabulary entry, a tensor with 9 dimensions.
+        let good = tiny_ggml();
+        std::fs::write(&p, &good[..good.len() - 1]).unwrap();
+        let e = check_ggml_file(&p).unwrap_err().to_string();
+        assert!(e.contains("only 23 are left"), "{e}");
+        let voc = 48 + 8 + 80 * 201 * 4 + 4;
+        let mut bad = good.clone();
+        bad[voc..voc + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        std::fs::write(&p, &bad).unwrap();
+        assert!(check_ggml_file(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("bytes long"));
+        let tensor = voc + 4 + 1 + 4 + 2;
+        let mut bad = good;
+        bad[tensor..tensor + 4].copy_from_slice(&9i32.to_le_bytes());
+        std::fs::write(&p, &bad).unwrap();
+        assert!(check_ggml_file(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("9 dimensions"));
     }
 
     #[test]

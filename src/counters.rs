@@ -46,6 +46,9 @@ pub struct Counters {
     /// Events file writes that failed (lines dropped from its full backlog are in
     /// `drops`).
     pub events_file_errors: AtomicU64,
+    /// Times the events file was opened again because its path no longer named it
+    /// (removed, its directory removed, or moved away).
+    pub events_file_reopens: AtomicU64,
     pub vision: VisionCounters,
     /// Load shedding steps taken and the work they skipped.
     pub shed: ShedCounters,

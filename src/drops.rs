@@ -177,6 +177,8 @@ reasons! {
         "MQTT events dropped after the broker closed the connection on them repeatedly";
     MqttTooLarge = "mqtt_too_large", Sink, DroppedEvents,
         "MQTT event payloads over 256 KiB, dropped without being queued";
+    MqttUnsentAtStop = "mqtt_unsent_at_stop", Sink, DroppedEvents,
+        "MQTT events still unacknowledged when the sink stopped (the daemon's end, or [mqtt] changed by a reload) with the broker down or slow";
     MicOverrunSamples = "mic_overrun_samples", Device, DeviceDropped,
         "Microphone samples (16 kHz) the capture callback could not store: its ring was full";
     MicXruns = "mic_xruns", Device, DeviceDropped,
@@ -294,6 +296,32 @@ impl DropSource for DropCounters {
     }
 }
 
+/// A source's counts from the moment it was attached: for a component that outlives a
+/// stream (the MQTT sink kept across a reload), so that each stream's summary counts
+/// only its own drops.
+pub struct DropDelta {
+    source: Arc<dyn DropSource>,
+    base: DropCounts,
+}
+
+impl DropDelta {
+    pub fn new(source: Arc<dyn DropSource>) -> Self {
+        let base = source.drop_counts();
+        Self { source, base }
+    }
+}
+
+impl DropSource for DropDelta {
+    fn drop_counts(&self) -> DropCounts {
+        let now = self.source.drop_counts();
+        let mut d = DropCounts::default();
+        for &r in DropReason::ALL {
+            d.add(r, now.get(r).saturating_sub(self.base.get(r)));
+        }
+        d
+    }
+}
+
 /// One run's drops: its own counters plus every attached source, read as one.
 #[derive(Default)]
 pub struct DropRegistry {
@@ -358,6 +386,17 @@ mod tests {
             );
             assert_eq!(r.family().label().is_some(), r.family().metric().is_some());
         }
+    }
+
+    #[test]
+    fn a_delta_counts_from_where_its_source_stood_when_attached() {
+        let kept = Arc::new(DropCounters::default());
+        kept.add(DropReason::MqttRefused, 4);
+        let reg = DropRegistry::default();
+        reg.attach(Arc::new(DropDelta::new(kept.clone())));
+        assert_eq!(reg.get(DropReason::MqttRefused), 0);
+        kept.add(DropReason::MqttRefused, 1);
+        assert_eq!(reg.get(DropReason::MqttRefused), 1);
     }
 
     #[test]

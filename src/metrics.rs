@@ -342,6 +342,12 @@ impl Collector for LiveCollector {
             "Failed writes or opens of the events file (disk full, path missing); lines wait in a backlog",
             get(&c.events_file_errors),
         )?;
+        counter(
+            &mut enc,
+            "events_file_reopens",
+            "Times the events file was opened again by path because it was removed, its directory removed, or it was moved away",
+            get(&c.events_file_reopens),
+        )?;
         let clients = self.hub.get().map_or(0, |h| h.clients());
         let mqtt = self.mqtt.lock_or_recover().clone();
         encode_drops(&mut enc, &c.drops.snapshot())?;

@@ -63,6 +63,82 @@ fn events_wait_for_a_missing_directory_and_none_is_lost() {
     );
 }
 
+/// Waits (generously) until `cond` holds for the daemon's log or events.
+fn wait_for(what: &str, d: &Daemon, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "{what}: {}",
+            stderr_of(d)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Issue 34, defect 1: events went into the deleted file, nothing was logged, exit 0.
+#[test]
+fn a_removed_events_directory_is_reopened_by_path_and_no_event_is_lost() {
+    let d = tempfile::tempdir().unwrap();
+    let lines: Vec<&str> = LINES_A.iter().chain(LINES_A).copied().collect();
+    let wav = meeting(d.path(), "a.wav", &lines);
+    let dir = d.path().join("e");
+    std::fs::create_dir(&dir).unwrap();
+    let path = dir.join("ev.jsonl");
+    let daemon = Daemon::start_events(d.path(), "", &wav, true, "rm", &path);
+    wait_for("a first event", &daemon, || !finals(&path).is_empty());
+    let before = finals(&path).len() as u64;
+    std::fs::remove_dir_all(&dir).unwrap();
+    wait_for("the removal noticed", &daemon, || {
+        stderr_of(&daemon).contains("was removed while the daemon wrote it")
+    });
+    std::fs::create_dir(&dir).unwrap();
+    let (code, log) = daemon.wait(Duration::from_secs(180));
+    assert_eq!(code, 0, "{log}");
+    let ids: Vec<u64> = finals(&path)
+        .iter()
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
+    // Whatever was written before the removal went with the directory; every later
+    // event is in the new file, in order, none lost (the summary counts them all).
+    let total: u64 = log
+        .lines()
+        .find_map(|l| {
+            l.split(" utterances, ")
+                .nth(1)?
+                .split(" events")
+                .next()?
+                .parse()
+                .ok()
+        })
+        .expect("run summary");
+    assert!(ids.first().is_some_and(|&f| f <= before), "{ids:?}");
+    assert_eq!(
+        ids,
+        (ids[0]..total).collect::<Vec<_>>(),
+        "lost or reordered:\n{log}"
+    );
+}
+
+#[test]
+fn a_removed_events_directory_that_never_comes_back_is_an_error_that_counts_the_loss() {
+    let d = tempfile::tempdir().unwrap();
+    let wav = meeting(d.path(), "a.wav", LINES_A);
+    let dir = d.path().join("e");
+    std::fs::create_dir(&dir).unwrap();
+    let path = dir.join("ev.jsonl");
+    let daemon = Daemon::start_events(d.path(), "", &wav, true, "gone", &path);
+    wait_for("a first event", &daemon, || !finals(&path).is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+    let (code, log) = daemon.wait(Duration::from_secs(180));
+    assert_eq!(code, 1, "{log}");
+    assert!(
+        log.contains("was removed while the daemon wrote it"),
+        "{log}"
+    );
+    assert!(log.contains("events could not be written"), "{log}");
+}
+
 #[test]
 fn after_sigkill_mid_run_every_output_file_is_valid_on_restart() {
     let d = tempfile::tempdir().unwrap();

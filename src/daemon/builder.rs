@@ -24,13 +24,17 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use super::{open_frames, open_sink, open_source_parts, DaemonError, DaemonReport, Outputs};
+use super::{
+    open_frames, open_source_parts, stdout_sink, stop_mqtt, DaemonError, DaemonReport, Outputs,
+};
 use crate::audio::{AudioError, AudioSource};
 use crate::config::{Config, SourceConfig};
 use crate::event::{EventSink, GapEvent, PartialEvent, UtteranceEvent};
 use crate::lock::LockOrRecover;
-use crate::pipeline::{self, Engine, RunOptions};
+use crate::pipeline::{self, Engine, PipelineError, RunOptions};
 use crate::service;
+use crate::sinks::file::{EventsFile, SharedEventsFile};
+use crate::sinks::mqtt::{MqttConfig, MqttSink};
 
 /// Where [`Daemon::builder`] starts.
 pub struct Daemon;
@@ -49,6 +53,10 @@ impl Daemon {
             realtime: None,
             stop: Arc::new(AtomicBool::new(false)),
             reload: Arc::new(AtomicBool::new(false)),
+            events_file: None,
+            events_lost: Vec::new(),
+            mqtt: None,
+            streams: 0,
         }
     }
 
@@ -81,6 +89,17 @@ pub struct DaemonBuilder {
     realtime: Option<bool>,
     stop: Arc<AtomicBool>,
     reload: Arc<AtomicBool>,
+    /// `output.events`, kept across reloads while the path stays the same: lines that
+    /// wait for a missing directory at a reload go on waiting, and the lines lost over
+    /// the whole run decide the exit status (see `crate::sinks::file`).
+    events_file: Option<Arc<Mutex<EventsFile>>>,
+    /// Why earlier events files (before a reload changed the path) lost lines.
+    events_lost: Vec<std::io::Error>,
+    /// The MQTT sink, kept across reloads while `[mqtt]` stays the same, so that events
+    /// it holds for a broker that is down or stalled at a reload are not dropped.
+    mqtt: Option<(MqttConfig, Arc<MqttSink>)>,
+    /// Streams run so far (for the per-stream summary in the log).
+    streams: u64,
 }
 
 impl DaemonBuilder {
@@ -177,13 +196,81 @@ impl DaemonBuilder {
     }
 
     fn run_with(mut self, shared: &Arc<Shared>) -> Result<DaemonReport, DaemonError> {
-        match self.config_path.take() {
+        let r = match self.config_path.take() {
             Some(path) => self.serve(&path, shared),
             None => {
                 let (stop, cfg) = (self.stop.clone(), self.cfg.clone());
                 let started = AtomicBool::new(false);
                 self.run_once(&cfg, stop.clone(), &started, None, shared)
             }
+        };
+        if let Some((_, m)) = self.mqtt.take() {
+            let grace = if self.stop.load(Ordering::Relaxed) {
+                Duration::from_millis(500)
+            } else {
+                Duration::from_secs(2)
+            };
+            stop_mqtt(m, grace);
+        }
+        let closed = self.close_events();
+        match (r, closed) {
+            (Ok(report), Ok(())) => Ok(report),
+            (Ok(_), Err(e)) => Err(e),
+            (Err(e), closed) => {
+                if let Err(lost) = closed {
+                    log::error!("{lost}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// The primary sink of a stream on `cfg`: stdout, or the events file the daemon
+    /// keeps (the one of the previous stream when the path is the same).
+    fn events_sink(
+        &mut self,
+        cfg: &Config,
+        counters: Arc<pipeline::Counters>,
+    ) -> Box<dyn EventSink> {
+        if cfg.output.events == "-" {
+            return stdout_sink(cfg);
+        }
+        let path = Path::new(&cfg.output.events);
+        let same = self
+            .events_file
+            .as_ref()
+            .is_some_and(|f| f.lock_or_recover().path() == path);
+        if same {
+            let f = self.events_file.clone().expect("checked above");
+            f.lock_or_recover().attach(cfg.output.partials, counters);
+            return Box::new(SharedEventsFile(f));
+        }
+        if let Some(old) = self.events_file.take() {
+            if let Err(e) = old.lock_or_recover().close() {
+                log::error!("{e}");
+                self.events_lost.push(e);
+            }
+        }
+        let f = Arc::new(Mutex::new(EventsFile::open(
+            path,
+            cfg.output.partials,
+            counters,
+        )));
+        self.events_file = Some(f.clone());
+        Box::new(SharedEventsFile(f))
+    }
+
+    /// The end of the run: the events file writes what waits and says whether every
+    /// line reached it, over every stream it served.
+    fn close_events(&mut self) -> Result<(), DaemonError> {
+        if let Some(f) = self.events_file.take() {
+            if let Err(e) = f.lock_or_recover().close() {
+                self.events_lost.push(e);
+            }
+        }
+        match self.events_lost.drain(..).next() {
+            Some(e) => Err(DaemonError::Pipeline(PipelineError::Sink(e))),
+            None => Ok(()),
         }
     }
 
@@ -197,7 +284,7 @@ impl DaemonBuilder {
     /// again. Every outcome is logged, shown in the service status, counted
     /// (`sarcasmd_reloads_total{result}`) and handed to [`DaemonHandle::reload`].
     fn serve(
-        mut self,
+        &mut self,
         config_path: &Path,
         shared: &Arc<Shared>,
     ) -> Result<DaemonReport, DaemonError> {
@@ -324,14 +411,23 @@ impl DaemonBuilder {
             }
         };
         log::info!("source: {}", source.describe());
-        let outputs = Outputs::start(cfg)?;
+        let kept = match self.mqtt.take() {
+            Some((c, m)) if cfg.mqtt.enabled && c == cfg.mqtt => Some(m),
+            Some((_, m)) => {
+                stop_mqtt(m, Duration::from_secs(2));
+                None
+            }
+            None => None,
+        };
+        let outputs = Outputs::start(cfg, kept)?;
         if let Some(m) = mic_counters {
             outputs.counters.drops.attach(m);
         }
         let http_addr = outputs.server.as_ref().map(|s| s.local_addr());
         outputs.status("loading");
         let loaded;
-        let engine: &Engine = match &self.engine {
+        let injected = self.engine.clone();
+        let engine: &Engine = match &injected {
             Some(e) => e,
             None => {
                 loaded = Engine::load(cfg)?;
@@ -348,7 +444,7 @@ impl DaemonBuilder {
         }
         let primary: Box<dyn EventSink> = match &self.sink {
             Some(s) => Box::new(s.clone()),
-            None => open_sink(cfg, outputs.counters.clone()),
+            None => self.events_sink(cfg, outputs.counters.clone()),
         };
         let mut sink = outputs.sinks(cfg, primary)?;
         let realtime = self.realtime.unwrap_or(matches!(
@@ -396,7 +492,30 @@ impl DaemonBuilder {
         } else {
             Duration::from_secs(2)
         };
-        outputs.finish(result.as_ref().ok(), grace);
+        if let Some(m) = outputs.finish(result.as_ref().ok(), grace) {
+            self.mqtt = Some((cfg.mqtt.clone(), m));
+        }
+        self.streams += 1;
+        if let Ok(st) = &result {
+            // One line per stream: what a reload ended is otherwise in no summary.
+            let dropped: Vec<String> = st
+                .dropped
+                .iter()
+                .filter(|(_, &n)| n > 0)
+                .map(|(k, n)| format!("{k} {n}"))
+                .collect();
+            log::info!(
+                "stream {} ended: {} utterances, {} events, dropped: {}",
+                self.streams,
+                st.utterances,
+                st.events,
+                if dropped.is_empty() {
+                    "none".to_string()
+                } else {
+                    dropped.join(", ")
+                }
+            );
+        }
         Ok(DaemonReport {
             stats: result?,
             stream_cpu_s,

@@ -13,7 +13,6 @@
 
 pub mod builder;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,11 +24,12 @@ use crate::audio::{
     ReconnectingSource, WavSource,
 };
 use crate::config::{Config, ConfigError, SourceConfig};
-use crate::drops::DropReason;
+use crate::drops::{DropDelta, DropReason};
 use crate::event::{EventSink, JsonLinesSink};
 use crate::metrics::Metrics;
 use crate::pipeline::{Counters, EngineError, PipelineError, RunStats};
 use crate::sinks::captions::CaptionWriter;
+#[cfg(doc)]
 use crate::sinks::file::EventsFile;
 use crate::sinks::http::{HttpError, HttpServer, Hub};
 use crate::sinks::mqtt::{MqttError, MqttSink};
@@ -196,18 +196,10 @@ pub fn open_source_parts(cfg: &Config) -> Result<OpenedSource, AudioError> {
     })
 }
 
-/// The JSON-lines stream: stdout (a closed pipe ends the run), or a file that survives
-/// write failures (see [`EventsFile`]).
-pub fn open_sink(cfg: &Config, counters: Arc<Counters>) -> Box<dyn EventSink> {
-    let partials = cfg.output.partials;
-    if cfg.output.events == "-" {
-        return Box::new(JsonLinesSink::new(std::io::stdout().lock()).with_partials(partials));
-    }
-    Box::new(EventsFile::open(
-        Path::new(&cfg.output.events),
-        partials,
-        counters,
-    ))
+/// The JSON-lines stream on stdout (a closed pipe ends the run). A file
+/// (`output.events`) is kept by the builder across reloads (see [`EventsFile`]).
+pub fn stdout_sink(cfg: &Config) -> Box<dyn EventSink> {
+    Box::new(JsonLinesSink::new(std::io::stdout().lock()).with_partials(cfg.output.partials))
 }
 
 /// What a run reports besides the pipeline's own stats.
@@ -232,7 +224,9 @@ struct Outputs {
 }
 
 impl Outputs {
-    fn start(cfg: &Config) -> Result<Self, DaemonError> {
+    /// `kept`: the MQTT sink of the previous stream, when a reload left `[mqtt]` as it
+    /// was (see [`stop_mqtt`] for the end of one).
+    fn start(cfg: &Config, kept: Option<Arc<MqttSink>>) -> Result<Self, DaemonError> {
         let counters = Arc::new(Counters::default());
         let device = cfg.mqtt.device_id();
         let (mut metrics, mut hub, mut server) = (None, None, None);
@@ -260,12 +254,20 @@ impl Outputs {
             metrics = m;
             hub = Some(h);
         }
-        let mqtt = if cfg.mqtt.enabled {
-            let m = MqttSink::start(&cfg.mqtt)?;
-            counters.drops.attach(m.drop_source());
-            Some(Arc::new(m))
-        } else {
-            None
+        let mqtt = match kept {
+            // Its counts so far belong to earlier streams.
+            Some(m) => {
+                counters
+                    .drops
+                    .attach(Arc::new(DropDelta::new(m.drop_source())));
+                Some(m)
+            }
+            None if cfg.mqtt.enabled => {
+                let m = MqttSink::start(&cfg.mqtt)?;
+                counters.drops.attach(m.drop_source());
+                Some(Arc::new(m))
+            }
+            None => None,
         };
         Ok(Self {
             counters,
@@ -340,37 +342,44 @@ impl Outputs {
             .ok()
     }
 
-    /// Tell every client the run is over, deliver what is queued, stop the listeners.
-    /// `grace` bounds the wait for MQTT acknowledgements: short when a signal asked us
-    /// to stop (systemd expects the process gone within 2 s of SIGTERM).
-    fn finish(mut self, stats: Option<&RunStats>, grace: Duration) {
+    /// Tell every client the stream is over and stop the listeners. The MQTT sink is
+    /// handed back, to be kept for the next stream or stopped ([`stop_mqtt`]): a
+    /// reload must not drop the events it holds for a broker that is down.
+    fn finish(mut self, stats: Option<&RunStats>, grace: Duration) -> Option<Arc<MqttSink>> {
         self.status("finished");
-        if let Some(mqtt) = self.mqtt.take() {
-            if let Some(st) = stats {
-                let mut v = serde_json::to_value(st).unwrap_or_default();
-                v["type"] = "final_stats".into();
-                mqtt.publish_stats(v.to_string().as_bytes());
-            }
-            match Arc::try_unwrap(mqtt) {
-                Ok(m) => {
-                    let s = m.shutdown(grace);
-                    log::info!(
-                        "mqtt: {} events published (acknowledged), {} failed (connection closed \
-                         before the acknowledgement; re-sent), {} reconnect attempts, {} dropped \
-                         (offline queue full)",
-                        s.published,
-                        s.failed,
-                        s.reconnect_attempts,
-                        s.drops.get(DropReason::MqttOfflineQueueFull)
-                    );
-                }
-                Err(_) => {
-                    log::warn!("mqtt: still shared at shutdown; not waiting for acknowledgements")
-                }
-            }
+        let mqtt = self.mqtt.take();
+        if let (Some(m), Some(st)) = (&mqtt, stats) {
+            let mut v = serde_json::to_value(st).unwrap_or_default();
+            v["type"] = "final_stats".into();
+            m.publish_stats(v.to_string().as_bytes());
         }
         if let Some(s) = self.server.take() {
             s.shutdown(grace.min(Duration::from_millis(500)));
+        }
+        mqtt
+    }
+}
+
+/// The end of an MQTT sink: deliver what is queued within `grace` (short when a signal
+/// asked us to stop: systemd expects the process gone within 2 s of SIGTERM), then say
+/// what it did; events still unacknowledged are counted as `mqtt_unsent_at_stop`.
+pub(crate) fn stop_mqtt(mqtt: Arc<MqttSink>, grace: Duration) {
+    match Arc::try_unwrap(mqtt) {
+        Ok(m) => {
+            let s = m.shutdown(grace);
+            log::info!(
+                "mqtt: {} events published (acknowledged), {} failed (connection closed \
+                 before the acknowledgement; re-sent), {} reconnect attempts, {} dropped \
+                 (offline queue full), {} unsent at stop",
+                s.published,
+                s.failed,
+                s.reconnect_attempts,
+                s.drops.get(DropReason::MqttOfflineQueueFull),
+                s.drops.get(DropReason::MqttUnsentAtStop)
+            );
+        }
+        Err(_) => {
+            log::warn!("mqtt: still shared at shutdown; not waiting for acknowledgements")
         }
     }
 }

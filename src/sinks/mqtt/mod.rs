@@ -485,7 +485,8 @@ impl MqttSink {
     /// Graceful stop: publishes the retained "offline" status, waits up to `timeout` until
     /// every held event and that status are acknowledged, then disconnects. Returns after
     /// about `timeout` at most (plus a short grace for the client thread), even if the
-    /// broker is unreachable. Events still held then are lost (counted in `queued`).
+    /// broker is unreachable. Events still held then are lost (counted in `queued` and
+    /// as `mqtt_unsent_at_stop`).
     pub fn shutdown(mut self, timeout: Duration) -> MqttStats {
         self.stop(timeout)
     }
@@ -520,6 +521,11 @@ impl MqttSink {
         st.stop = true;
         let was_connected = st.connected;
         let held = st.held();
+        // Events never acknowledged are lost with the sink: counted as a drop, so that
+        // every event is delivered or counted.
+        st.stats
+            .drops
+            .add(DropReason::MqttUnsentAtStop, held as u64);
         drop(st);
         sh.cond.notify_all();
         if was_connected {

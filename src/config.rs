@@ -59,6 +59,10 @@ pub struct Config {
     pub mqtt: MqttConfig,
     pub budget: BudgetConfig,
     pub vision: VisionConfig,
+    /// The file this config was loaded from (not a key): an input like any other, so no
+    /// output may name it (`crate::preflight`).
+    #[serde(skip)]
+    pub loaded_from: Option<PathBuf>,
 }
 
 /// What the board promises; violations are counted and reported, not enforced.
@@ -290,7 +294,9 @@ impl Config {
                 path: path.to_path_buf(),
                 source,
             })?;
-        Self::parse(&text, path)
+        let mut cfg = Self::parse(&text, path)?;
+        cfg.loaded_from = Some(path.to_path_buf());
+        Ok(cfg)
     }
 
     /// Budgets this profile's board cannot meet with its models (`crate::boards`);

@@ -119,6 +119,11 @@ impl ModelStore {
             })
     }
 
+    /// Where a named model is, checked or not (`None` for a name not in the lock).
+    pub fn path_of(&self, name: &str) -> Option<PathBuf> {
+        self.entry(name).ok().map(|e| self.dir.join(&e.path))
+    }
+
     /// Path of a named model after checking that it exists, has the pinned size and
     /// (unless disabled) the pinned SHA-256.
     pub fn get(&self, name: &str) -> Result<ModelFile, ModelError> {

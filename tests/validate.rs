@@ -283,3 +283,147 @@ fn validate_names_every_problem_not_only_the_first() {
         );
     }
 }
+
+/// Issue 34, defect 3: `output.events` naming the input WAV or the config file passed
+/// validate, and the start's torn-line repair then cut 55 KB off the recording. One rule
+/// for every output, on validate and on the start alike: never a file the daemon reads.
+#[test]
+fn an_output_may_not_be_an_input_or_the_config() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let wav = dir.join("in.wav");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/meeting.wav"),
+        &wav,
+    )
+    .unwrap();
+    let original = std::fs::read(&wav).unwrap();
+    let cfg = dir.join("room.toml");
+    let link = dir.join("link.wav");
+    std::os::unix::fs::symlink(&wav, &link).unwrap();
+    for (what, events, says) in [
+        ("the input WAV", wav.clone(), "same file as source.path"),
+        (
+            "the input WAV by a link",
+            link.clone(),
+            "same file as source.path",
+        ),
+        (
+            "the config file",
+            cfg.clone(),
+            "same file as the config file",
+        ),
+    ] {
+        let text = format!(
+            "[source]\nkind = \"wav\"\npath = \"{}\"\n[output]\nevents = \"{}\"\n",
+            wav.display(),
+            events.display()
+        );
+        std::fs::write(&cfg, &text).unwrap();
+        let out = validate(&cfg);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "validate, {what}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains(says),
+            "validate, {what}: {}",
+            stderr(&out)
+        );
+        let out = Command::new(bin())
+            .args(["run", "--config"])
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "run, {what}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "run, {what}: {}", stderr(&out));
+        assert_eq!(std::fs::read(&cfg).unwrap(), text.as_bytes(), "{what}");
+    }
+    // replay's --events is an output like any other.
+    let out = Command::new(bin())
+        .arg("replay")
+        .arg(&wav)
+        .arg("--events")
+        .arg(&link)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read(&wav).unwrap(),
+        original,
+        "the WAV was touched"
+    );
+    // Two outputs in one file, through a relative path.
+    std::fs::write(
+        &cfg,
+        format!(
+            "[output]\nevents = \"{}/ev.jsonl\"\n[captions]\nvtt = \"{}/x/../ev.jsonl\"\n",
+            dir.display(),
+            dir.display()
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir(dir.join("x")).unwrap();
+    let out = validate(&cfg);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("same file as output.events"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// Issue 34, defect 8: with `models.skip_checksums` a Whisper file of the right size but
+/// corrupt inside passed validate and aborted replay inside whisper.cpp (SIGABRT). Its
+/// layout is walked before native code sees it: exit 3 from both, with what is wrong.
+#[test]
+fn a_corrupt_whisper_file_of_the_right_size_is_refused_without_checksums() {
+    let models = sarcasmd::models::model_dir(None);
+    let tiny = models.join("whisper/ggml-tiny.en-q8_0.bin");
+    if !tiny.exists() {
+        println!("SKIP: no models in {}", models.display());
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let copy = d.path().join("models");
+    std::fs::create_dir_all(copy.join("whisper")).unwrap();
+    for sub in ["vad", "text", "vision"] {
+        std::os::unix::fs::symlink(models.join(sub), copy.join(sub)).unwrap();
+    }
+    let mut bytes = std::fs::read(&tiny).unwrap();
+    bytes[48..4144].fill(0xff);
+    std::fs::write(copy.join("whisper/ggml-tiny.en-q8_0.bin"), &bytes).unwrap();
+    let cfg = d.path().join("skip.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[models]\ndir = \"{}\"\nskip_checksums = true\n",
+            copy.display()
+        ),
+    )
+    .unwrap();
+    let out = validate(&cfg);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("mel filters"), "{}", stderr(&out));
+    let wav = Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/meeting.wav");
+    let out = Command::new(bin())
+        .arg("replay")
+        .arg(&wav)
+        .arg("--config")
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not a whisper.cpp ggml model"),
+        "{}",
+        stderr(&out)
+    );
+    // Without skip_checksums, validate verifies the checksum as the start does.
+    std::fs::write(&cfg, format!("[models]\ndir = \"{}\"\n", copy.display())).unwrap();
+    let out = validate(&cfg);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("SHA-256"), "{}", stderr(&out));
+}

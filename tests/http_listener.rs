@@ -82,6 +82,7 @@ fn at_the_limit_idle_connections_give_way_serving_ones_do_not_and_idle_ones_time
     let (server, hub) = start(
         HttpConfig {
             max_connections: 4,
+            max_streams: Some(3),
             header_timeout_ms: 1_000,
             ..Default::default()
         },
@@ -100,21 +101,19 @@ fn at_the_limit_idle_connections_give_way_serving_ones_do_not_and_idle_ones_time
     );
     assert_eq!(hub.idle_closed(), 1);
     assert_eq!(hub.refused_connection_limit(), 0);
-    // Four SSE clients: they take the idle ones' slots, and then every slot serves.
-    let mut sse: Vec<TcpStream> = (0..4).map(|_| sse_client(addr)).collect();
+    // Three SSE clients (max_streams) and one more connection: the idle ones give way.
+    let mut sse: Vec<TcpStream> = (0..3).map(|_| sse_client(addr)).collect();
+    let _last = TcpStream::connect(addr).unwrap();
     for (i, s) in idle.iter_mut().enumerate().skip(1) {
         assert!(
             closed_by_server(s, Duration::from_secs(5)),
             "idle connection {i} kept its slot beside the SSE clients"
         );
     }
-    // So a further connection is closed at once and counted.
-    let mut refused = TcpStream::connect(addr).unwrap();
-    assert!(
-        closed_by_server(&mut refused, Duration::from_secs(10)),
-        "a connection beyond max_connections was kept open while all served"
-    );
-    assert_eq!(hub.refused_connection_limit(), 1);
+    // The streams never take the last slot from a health check.
+    let (status, _) = get(addr, "/healthz", "Host: 127.0.0.1\r\n");
+    assert_eq!(status, 200);
+    assert_eq!(hub.refused_connection_limit(), 0);
     // The SSE clients were never the ones closed.
     hub.status("{\"state\":\"running\"}".into());
     for (i, s) in sse.iter_mut().enumerate() {
@@ -138,6 +137,93 @@ fn at_the_limit_idle_connections_give_way_serving_ones_do_not_and_idle_ones_time
         closed_by_server(&mut lone, Duration::from_secs(15)),
         "an idle connection never timed out"
     );
+    server.shutdown(Duration::from_secs(2));
+}
+
+/// A request on a fresh connection with the head given as is: its status.
+fn status_of(addr: SocketAddr, head: &str) -> u16 {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(head.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Issue 34, defect 2: 64 held `GET /events` locked `/healthz`, `/metrics` and the
+/// overlay out for as long as they stayed open. Streams have a cap of their own, below
+/// the connection cap, so health checks and scrapes always find a slot.
+#[test]
+fn held_sse_clients_never_lock_out_health_checks_and_scrapes() {
+    let d = tempfile::tempdir().unwrap();
+    let vtt = d.path().join("live.vtt");
+    std::fs::write(&vtt, "WEBVTT\n\n").unwrap();
+    let captions = CaptionsConfig {
+        vtt: Some(vtt),
+        ..Default::default()
+    };
+    let (server, hub) = start(HttpConfig::default(), captions);
+    let addr = server.local_addr();
+    // The repro: 64 connections, each sending `GET /events` and holding on.
+    let mut held: Vec<TcpStream> = (0..64)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            write!(s, "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+            s
+        })
+        .collect();
+    // Whatever the order they were served in: 32 streams (half of max_connections),
+    // the other requests answered 503 at once.
+    let t0 = Instant::now();
+    while hub.refused_stream_limit() + hub.clients() < 64 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "not every request answered"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!((hub.clients(), hub.refused_stream_limit()), (32, 32));
+    for path in ["/healthz", "/metrics", "/"] {
+        let (status, _) = get(addr, path, "Host: 127.0.0.1\r\n");
+        assert!(status == 200 || status == 404, "{path}: {status}");
+    }
+    assert_eq!(hub.refused_connection_limit(), 0);
+    // A caption download is a stream too: refused while the streams are all taken,
+    // served once some end.
+    assert_eq!(get(addr, "/captions.vtt", "Host: 127.0.0.1\r\n").0, 503);
+    held.clear();
+    let t0 = Instant::now();
+    while get(addr, "/captions.vtt", "Host: 127.0.0.1\r\n").0 != 200 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "streams never given back"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server.shutdown(Duration::from_secs(2));
+}
+
+/// Issue 34, "to decide": a request without a `Host` header, or with two, was served.
+/// RFC 9112 (3.2) says 400, and so does the listener now, on every route.
+#[test]
+fn a_request_needs_exactly_one_host_header() {
+    let (server, hub) = start(HttpConfig::default(), CaptionsConfig::default());
+    let addr = server.local_addr();
+    for path in ["/healthz", "/metrics", "/events"] {
+        let none = format!("GET {path} HTTP/1.1\r\nConnection: close\r\n\r\n");
+        assert_eq!(status_of(addr, &none), 400, "{path} without Host");
+        let two = format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n"
+        );
+        assert_eq!(status_of(addr, &two), 400, "{path} with two");
+    }
+    assert_eq!(hub.refused_bad_request(), 6);
+    let one = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    assert_eq!(status_of(addr, one), 200);
     server.shutdown(Duration::from_secs(2));
 }
 

@@ -228,7 +228,7 @@ fn resource_bounds_have_upper_limits() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     for (field, bound) in [
         ("captions.rotate_mb", "1..=256"),
-        ("http.max_connections", "1..=512"),
+        ("http.max_connections", "2..=512"),
     ] {
         assert!(
             err.contains(&format!("`{field}`")) && err.contains(bound),

@@ -26,8 +26,8 @@ impl HostRule {
         }
     }
 
-    /// Whether a request with this `Host` header may be served. No header at all is
-    /// allowed: browsers always send one, so such a client is not a rebinding page.
+    /// Whether a request with this `Host` header may be served. A request without one
+    /// never gets here (`one_host` answers 400).
     pub(super) fn allows(&self, host: Option<&str>) -> bool {
         if !self.enforce {
             return true;
@@ -47,6 +47,24 @@ impl HostRule {
             Err(_) => false,
         }
     }
+}
+
+/// Every request must carry exactly one `Host` header (RFC 9112, section 3.2: a server
+/// answers 400 to a request without one, or with more than one). Both were served;
+/// with two, which one the host rule checked was up to the header map's order. Applies
+/// to every route, `/healthz` included; counted (`reason="bad_request"`).
+pub(super) async fn one_host(State(st): State<AppState>, req: Request, next: Next) -> Response {
+    let hosts = req.headers().get_all(header::HOST).iter().count();
+    if hosts == 1 {
+        return next.run(req).await;
+    }
+    st.hub.refused_bad_request.fetch_add(1, Ordering::Relaxed);
+    log::debug!("http: refused a request with {hosts} Host headers");
+    (
+        StatusCode::BAD_REQUEST,
+        "a request needs exactly one Host header\n",
+    )
+        .into_response()
 }
 
 /// The host part of a `Host` header value: `name`, `name:port`, `[v6]` or `[v6]:port`.

@@ -23,6 +23,11 @@ pub struct HttpConfig {
     /// Open connections at most (SSE clients included); more are closed at once and
     /// counted. Bounded so that connections cannot use up the process's file descriptors.
     pub max_connections: usize,
+    /// Responses that stay open at most: SSE clients (`/events`) and caption downloads.
+    /// More get `503` at once (counted). Below `max_connections`, so that however many
+    /// clients hold streams open, `/healthz`, `/metrics` and the overlay page still find
+    /// a connection slot. None: half of `max_connections`.
+    pub max_streams: Option<usize>,
     /// A connection must send a complete request head within this time after it opens
     /// or after its previous response (idle keep-alive); otherwise it is closed.
     pub header_timeout_ms: u64,
@@ -43,6 +48,7 @@ impl Default for HttpConfig {
             client_buffer: 256,
             metrics: true,
             max_connections: 64,
+            max_streams: None,
             header_timeout_ms: 10_000,
             allowed_hosts: Vec::new(),
         }
@@ -50,6 +56,12 @@ impl Default for HttpConfig {
 }
 
 impl HttpConfig {
+    /// `max_streams`, or its default: half of `max_connections`.
+    pub fn stream_limit(&self) -> usize {
+        self.max_streams
+            .unwrap_or((self.max_connections / 2).max(1))
+    }
+
     pub fn bind_addr(&self) -> Result<SocketAddr, FieldError> {
         self.bind.parse().map_err(|_| {
             FieldError::new(
@@ -100,11 +112,25 @@ impl Validate for HttpConfig {
         if !(16..=65_536).contains(&self.client_buffer) {
             problems.push("http.client_buffer", "must be within 16..=65536");
         }
-        if !(1..=MAX_CONNECTIONS_LIMIT).contains(&self.max_connections) {
+        if !(2..=MAX_CONNECTIONS_LIMIT).contains(&self.max_connections) {
             problems.push(
                 "http.max_connections",
-                format!("must be within 1..={MAX_CONNECTIONS_LIMIT}"),
+                format!(
+                    "must be within 2..={MAX_CONNECTIONS_LIMIT} (one slot at least stays free \
+                     of SSE clients for /healthz and /metrics)"
+                ),
             );
+        } else if let Some(n) = self.max_streams {
+            if !(1..self.max_connections).contains(&n) {
+                problems.push(
+                    "http.max_streams",
+                    format!(
+                        "must be within 1..={} (below http.max_connections, so that SSE \
+                         clients can never take every slot from /healthz and /metrics)",
+                        self.max_connections - 1
+                    ),
+                );
+            }
         }
         if !(1_000..=120_000).contains(&self.header_timeout_ms) {
             problems.push("http.header_timeout_ms", "must be within 1000..=120000");

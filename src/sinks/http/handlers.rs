@@ -14,9 +14,22 @@ pub(super) async fn metrics_text(State(st): State<AppState>) -> Response {
     }
 }
 
+/// `503` for a stream beyond `http.max_streams`; the client may retry later.
+fn too_many_streams() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "5")],
+        "too many live clients and downloads (http.max_streams); retry later\n",
+    )
+        .into_response()
+}
+
 /// Streams a caption file in chunks, at most `limit_bytes` of it; when the client goes
-/// away the body is dropped and reading stops.
+/// away the body is dropped and reading stops. A download holds one of
+/// `http.max_streams` until it ends, as an SSE client does: a slow reader cannot keep
+/// more than that many connection slots.
 pub(super) async fn caption_file(
+    hub: &Arc<Hub>,
     path: Option<&PathBuf>,
     content_type: &'static str,
     limit_bytes: u64,
@@ -36,6 +49,9 @@ pub(super) async fn caption_file(
         )
             .into_response()
     };
+    let Some(stream) = hub.open_stream() else {
+        return too_many_streams();
+    };
     let file = match tokio::fs::File::open(path).await {
         Ok(f) => f,
         Err(e) => return unavailable(e.to_string()),
@@ -46,14 +62,14 @@ pub(super) async fn caption_file(
         Err(e) => return unavailable(e.to_string()),
     };
     const CHUNK_BYTES: usize = 64 * 1024;
-    let chunks = futures_util::stream::unfold(Some(file.take(len)), |reader| async move {
-        let mut reader = reader?;
+    let chunks = futures_util::stream::unfold(Some((file.take(len), stream)), |state| async move {
+        let (mut reader, stream) = state?;
         let mut buf = vec![0u8; CHUNK_BYTES];
         match reader.read(&mut buf).await {
             Ok(0) => None,
             Ok(n) => {
                 buf.truncate(n);
-                Some((Ok(Bytes::from(buf)), Some(reader)))
+                Some((Ok(Bytes::from(buf)), Some((reader, stream))))
             }
             // The error ends the body; the next poll ends the stream.
             Err(e) => Some((Err(e), None)),
@@ -72,6 +88,7 @@ pub(super) async fn caption_file(
 
 pub(super) async fn captions_vtt(State(st): State<AppState>) -> Response {
     caption_file(
+        &st.hub,
         st.vtt.as_deref(),
         "text/vtt; charset=utf-8",
         st.caption_limit_bytes,
@@ -81,6 +98,7 @@ pub(super) async fn captions_vtt(State(st): State<AppState>) -> Response {
 
 pub(super) async fn captions_srt(State(st): State<AppState>) -> Response {
     caption_file(
+        &st.hub,
         st.srt.as_deref(),
         "application/x-subrip; charset=utf-8",
         st.caption_limit_bytes,
@@ -88,8 +106,18 @@ pub(super) async fn captions_srt(State(st): State<AppState>) -> Response {
     .await
 }
 
-pub(super) async fn events(
-    State(st): State<AppState>,
+/// Live events for one client, while it holds one of `http.max_streams` (beyond it a
+/// `503`: 64 held `/events` connections once took every slot from `/healthz`).
+pub(super) async fn events(State(st): State<AppState>) -> Response {
+    match st.hub.open_stream() {
+        Some(stream) => events_stream(st, stream).into_response(),
+        None => too_many_streams(),
+    }
+}
+
+fn events_stream(
+    st: AppState,
+    stream: StreamGuard,
 ) -> Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>> {
     let hub = st.hub.clone();
     hub.clients.fetch_add(1, Ordering::Relaxed);
@@ -115,12 +143,14 @@ pub(super) async fn events(
         rx: broadcast::Receiver<Arc<Msg>>,
         shutdown: watch::Receiver<bool>,
         _guard: ClientGuard,
+        _stream: StreamGuard,
     }
     let s = S {
         first,
         rx,
         shutdown: st.shutdown.clone(),
         _guard: guard,
+        _stream: stream,
     };
     let stream = futures_util::stream::unfold(s, |mut s| async move {
         if let Some(e) = s.first.pop_front() {

@@ -39,8 +39,16 @@ pub struct Hub {
     /// Idle connections closed to make room for a new one at `max_connections`.
     pub(super) idle_closed: AtomicU64,
     pub(super) refused_host: AtomicU64,
+    /// Requests without exactly one `Host` header (400).
+    pub(super) refused_bad_request: AtomicU64,
     /// Set while connections are being refused, so the warning is logged once per burst.
     pub(super) refusing: AtomicBool,
+    /// Responses that stay open (SSE clients, caption downloads) now, and at most.
+    pub(super) streams: AtomicUsize,
+    pub(super) max_streams: usize,
+    /// Streams refused at `max_streams` (503), and whether that is being logged.
+    pub(super) refused_streams: AtomicU64,
+    pub(super) refusing_streams: AtomicBool,
 }
 
 /// What SSE clients lost, attached to the run's drop registry.
@@ -74,8 +82,40 @@ impl Hub {
             refused_connection_limit: AtomicU64::new(0),
             idle_closed: AtomicU64::new(0),
             refused_host: AtomicU64::new(0),
+            refused_bad_request: AtomicU64::new(0),
             refusing: AtomicBool::new(false),
+            streams: AtomicUsize::new(0),
+            max_streams: cfg.stream_limit(),
+            refused_streams: AtomicU64::new(0),
+            refusing_streams: AtomicBool::new(false),
         })
+    }
+
+    /// A slot for a response that stays open, or `None` at `http.max_streams` (counted,
+    /// logged once per burst). Held by the response body until it ends.
+    pub(super) fn open_stream(self: &Arc<Self>) -> Option<StreamGuard> {
+        let taken = self
+            .streams
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < self.max_streams).then_some(n + 1)
+            })
+            .is_ok();
+        if taken {
+            if self.refusing_streams.swap(false, Ordering::Relaxed) {
+                log::info!("http: accepting SSE clients and caption downloads again");
+            }
+            return Some(StreamGuard(self.clone()));
+        }
+        self.refused_streams.fetch_add(1, Ordering::Relaxed);
+        if !self.refusing_streams.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "http: {} streams open (http.max_streams: SSE clients and caption downloads); \
+                 answering 503 to new ones until some end (counted in \
+                 sarcasmd_http_refused_total{{reason=\"stream_limit\"}})",
+                self.max_streams
+            );
+        }
+        None
     }
 
     /// A final utterance event (already serialised).
@@ -165,6 +205,14 @@ impl Drop for ConnectionGuard<'_> {
     }
 }
 
+/// A response that stays open holds one of `http.max_streams` until it ends.
+pub(super) struct StreamGuard(pub(super) Arc<Hub>);
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        self.0.streams.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Decrements the client count when a client's stream is dropped (disconnect).
 pub(super) struct ClientGuard(pub(super) Arc<Hub>);
 impl Drop for ClientGuard {
@@ -189,5 +237,11 @@ impl ListenerStats for Hub {
     }
     fn idle_closed(&self) -> u64 {
         self.idle_closed.load(Ordering::Relaxed)
+    }
+    fn refused_stream_limit(&self) -> u64 {
+        self.refused_streams.load(Ordering::Relaxed)
+    }
+    fn refused_bad_request(&self) -> u64 {
+        self.refused_bad_request.load(Ordering::Relaxed)
     }
 }

@@ -13,10 +13,15 @@
 //! otherwise a web page the operator visits could point its own host name at 127.0.0.1
 //! and read live transcripts. Refusals are counted (`sarcasmd_http_refused_total`).
 //!
+//! Requests: every request needs exactly one `Host` header (400 otherwise, RFC 9112).
+//!
 //! Connections: at most `max_connections` at once (SSE clients included). At the limit a
 //! new connection takes the slot of the oldest idle one (`slots.rs`); when every open
 //! connection is serving, the new one is closed at once, counted and logged once per
-//! burst. A connection that has not sent a complete request head within
+//! burst. Responses that stay open (SSE clients, caption downloads) are capped on their
+//! own, below that (`max_streams`, 503 beyond it): however many clients hold streams,
+//! the remaining slots serve short requests or are idle and give way, so `/healthz`,
+//! `/metrics` and the overlay page always get through. A connection that has not sent a complete request head within
 //! `header_timeout_ms` (idle keep-alive, or a client sending slowly) is closed. Caption
 //! files are streamed, never read whole, and never more than the rotation size; a client
 //! that leaves stops the read.
@@ -34,7 +39,7 @@ use crate::lock::LockOrRecover;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -370,6 +375,7 @@ fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .merge(protected)
+        .layer(middleware::from_fn_with_state(state.clone(), one_host))
         .with_state(state)
 }
 
@@ -470,6 +476,27 @@ mod tests {
                 },
             ),
             (
+                "http.max_connections",
+                HttpConfig {
+                    max_connections: 1,
+                    ..Default::default()
+                },
+            ),
+            (
+                "http.max_streams",
+                HttpConfig {
+                    max_streams: Some(64),
+                    ..Default::default()
+                },
+            ),
+            (
+                "http.max_streams",
+                HttpConfig {
+                    max_streams: Some(0),
+                    ..Default::default()
+                },
+            ),
+            (
                 "http.header_timeout_ms",
                 HttpConfig {
                     header_timeout_ms: 0,
@@ -493,6 +520,22 @@ mod tests {
         ] {
             assert_eq!(c.validate().unwrap_err().field, field);
         }
+    }
+
+    #[test]
+    fn streams_default_to_half_the_connections_and_stay_below_them() {
+        assert_eq!(HttpConfig::default().stream_limit(), 32);
+        let c = HttpConfig {
+            max_connections: 2,
+            ..Default::default()
+        };
+        assert_eq!((c.stream_limit(), c.validate()), (1, Ok(())));
+        let c = HttpConfig {
+            max_connections: 8,
+            max_streams: Some(7),
+            ..Default::default()
+        };
+        assert_eq!((c.stream_limit(), c.validate()), (7, Ok(())));
     }
 
     #[test]

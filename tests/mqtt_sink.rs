@@ -436,7 +436,9 @@ fn events_the_broker_refuses_by_closing_are_not_published() {
 }
 
 /// A "broker" that answers every CONNECT with a CONNACK and then closes the connection,
-/// like a broker behind a proxy that drops it, or one kicking us for a duplicate client id.
+/// like a broker behind a proxy that drops it, or one kicking us for a duplicate client id
+/// ([`FlappingBroker::start`]); or keeps it open and never reads from it again, like a
+/// broker that stalled ([`FlappingBroker::stalled`]).
 struct FlappingBroker {
     port: u16,
     accepted: Arc<AtomicUsize>,
@@ -445,6 +447,14 @@ struct FlappingBroker {
 
 impl FlappingBroker {
     fn start() -> Self {
+        Self::serve(false)
+    }
+
+    fn stalled() -> Self {
+        Self::serve(true)
+    }
+
+    fn serve(hold: bool) -> Self {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -452,6 +462,7 @@ impl FlappingBroker {
         let stop = Arc::new(AtomicBool::new(false));
         let (n, halt) = (accepted.clone(), stop.clone());
         std::thread::spawn(move || {
+            let mut held = Vec::new();
             while !halt.load(Ordering::Relaxed) {
                 let Ok((mut conn, _)) = listener.accept() else {
                     std::thread::sleep(Duration::from_millis(2));
@@ -480,10 +491,15 @@ impl FlappingBroker {
                 if conn.read_exact(&mut body).is_err() {
                     continue;
                 }
-                // CONNACK, session not present, accepted; then close.
+                // CONNACK, session not present, accepted; then close, or hold on
+                // without reading another byte.
                 let _ = conn.write_all(&[0x20, 0x02, 0x00, 0x00]);
                 let _ = conn.flush();
-                std::thread::sleep(Duration::from_millis(5));
+                if hold {
+                    held.push(conn);
+                } else {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
             }
         });
         Self {
@@ -525,6 +541,37 @@ fn a_broker_that_drops_every_connection_is_backed_off() {
     assert!((3..=15).contains(&conns), "{conns} connections: {s:?}");
     assert!((2..=15).contains(&s.reconnect_attempts), "{s:?}");
     assert_eq!(s.published, 0, "{s:?}");
+    sink.shutdown(Duration::from_millis(300));
+}
+
+/// Issue 34, defect 10: a broker that sends CONNACK and then stops reading. The
+/// client's own keep-alive timeouts were counted as the broker refusing the event, and
+/// the event was dropped as `mqtt_refused` after three. A stall refuses nothing: the
+/// event stays queued for the broker, however often the connection is given up on.
+#[test]
+fn a_broker_that_stops_reading_refuses_nothing() {
+    init_log();
+    let broker = FlappingBroker::stalled();
+    let cfg = MqttConfig {
+        keep_alive_s: 1,
+        reconnect_min_ms: 50,
+        reconnect_max_ms: 200,
+        ..config(broker.port, "dev34")
+    };
+    let sink = MqttSink::start(&cfg).unwrap();
+    sink.publish_event(&event(1));
+    // Each connection: CONNACK, the event written, no answer to the ping, given up.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let s = loop {
+        let s = sink.stats();
+        if s.reconnect_attempts >= 2 * 3 && s.failed >= 2 * 3 {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "too few reconnects: {s:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(s.drops.get(DropReason::MqttRefused), 0, "{s:?}");
+    assert_eq!((s.published, s.queued), (0, 1), "{s:?}");
     sink.shutdown(Duration::from_millis(300));
 }
 

@@ -138,6 +138,22 @@ impl Validate for MqttConfig {
                 "set either password or password_file, not both",
             );
         }
+        // MQTT strings carry a 16-bit length: a longer one was sent with a wrapped length
+        // prefix, and the broker's refusal was logged as "unreachable".
+        for (field, value) in [
+            ("mqtt.username", self.username.as_deref()),
+            ("mqtt.password", self.password.as_deref()),
+        ] {
+            if let Some(v) = value.filter(|v| v.len() > MAX_STRING_BYTES) {
+                problems.push(
+                    field,
+                    format!(
+                        "is {} bytes; MQTT allows at most {MAX_STRING_BYTES} (a 16-bit length)",
+                        v.len()
+                    ),
+                );
+            }
+        }
         match &self.username {
             Some(u) if u.is_empty() => {
                 problems.push(
@@ -184,6 +200,8 @@ impl Validate for MqttConfig {
 
 /// MQTT's limit on a topic name (a UTF-8 string with a 16-bit length, MQTT 3.1.1 1.5.3).
 pub const MAX_TOPIC_BYTES: usize = 65_535;
+/// MQTT's limit on any string or binary field of CONNECT: user name, password, client id.
+pub const MAX_STRING_BYTES: usize = 65_535;
 /// What the daemon appends to a prefix at most: `/` + device id (<= 64) + `/` + the
 /// longest leaf or discovery path it publishes.
 pub(super) const TOPIC_SUFFIX_RESERVE_BYTES: usize = 256;

@@ -318,15 +318,23 @@ pub(super) fn on_error(
     // rumqttc's copy: everything in it is in `handed`, which we requeue ourselves.
     conn.eventloop.clean();
     conn.eventloop.pending.clear();
-    let unacked = apply_disconnect(&mut st);
+    let closed = Close::of(e);
+    let unacked = apply_disconnect(&mut st, closed);
     let msg = e.to_string();
     st.stats.last_error = Some(msg.clone());
     if let Some(r) = &failure.recovered {
         log_recovery(sh, &mut st, r);
     }
     // A broker that refuses a publish may just close the connection (MQTT 3.1.1 has no
-    // negative PubAck): say so once per outage, not once per event or per flap.
-    let unacked_note = if unacked > 0 && !st.unacked_close_logged {
+    // negative PubAck): say so once per outage, not once per event or per flap. A
+    // connection we gave up on (no ping answer) is a stalled broker, not a refusal.
+    let unacked_note = if closed == Close::Stalled && unacked > 0 && !st.unacked_close_logged {
+        st.unacked_close_logged = true;
+        format!(
+            "; the broker stopped answering (our keep-alive timed out), {unacked} event(s) \
+             written but not acknowledged count as failed and are re-sent"
+        )
+    } else if unacked > 0 && !st.unacked_close_logged {
         st.unacked_close_logged = true;
         format!(
             "; {unacked} event(s) written but not acknowledged count as failed and are re-sent \
@@ -355,8 +363,12 @@ pub(super) fn on_error(
         );
     } else if !unacked_note.is_empty() {
         warn!(
-            "mqtt: {} closed the connection: {msg}{unacked_note} (logged once per outage)",
-            sh.broker
+            "mqtt: {} {}: {msg}{unacked_note} (logged once per outage)",
+            sh.broker,
+            match closed {
+                Close::ByBroker => "closed the connection",
+                Close::Stalled => "stopped answering",
+            }
         );
     } else {
         debug!(
@@ -376,12 +388,45 @@ pub(super) fn on_error(
     keep_going
 }
 
+/// Who ended a connection, as far as the client can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Close {
+    /// The broker closed or reset it (or it could not be opened): what a broker that
+    /// refuses a publish does, having no negative acknowledgement in MQTT 3.1.1.
+    ByBroker,
+    /// We gave up on it: no answer to our ping within the keep-alive, a write or connect
+    /// that timed out. The broker stalled; it refused nothing.
+    Stalled,
+}
+
+impl Close {
+    pub(super) fn of(e: &ConnectionError) -> Self {
+        use rumqttc::StateError;
+        match e {
+            ConnectionError::MqttState(
+                StateError::AwaitPingResp | StateError::CollisionTimeout,
+            )
+            | ConnectionError::NetworkTimeout
+            | ConnectionError::FlushTimeout => Close::Stalled,
+            ConnectionError::Io(io) | ConnectionError::MqttState(StateError::Io(io))
+                if io.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                Close::Stalled
+            }
+            _ => Close::ByBroker,
+        }
+    }
+}
+
 /// The connection is gone: events written but never acknowledged count as failed, and
 /// every event handed to rumqttc goes back to the front of the queue in order, to be
 /// re-sent after the next ConnAck. An event that was the oldest unacknowledged one at
-/// [`MAX_CLOSES_UNACKED`] closes in a row is dropped instead (the broker refuses it and
-/// closes; MQTT 3.1.1 has no other way to say so). Returns how many failed.
-pub(super) fn apply_disconnect(st: &mut State) -> u64 {
+/// [`MAX_CLOSES_UNACKED`] closes *by the broker* in a row is dropped instead (the broker
+/// refuses it and closes; MQTT 3.1.1 has no other way to say so); a connection that
+/// stalled does not count towards that (a broker that stopped reading refused nothing:
+/// its keep-alive timeouts once dropped an event as `mqtt_refused`). Returns how many
+/// failed.
+pub(super) fn apply_disconnect(st: &mut State, closed: Close) -> u64 {
     let handed = std::mem::take(&mut st.handed);
     let unacked = handed
         .iter()
@@ -393,7 +438,7 @@ pub(super) fn apply_disconnect(st: &mut State) -> u64 {
         _ => None,
     });
     let mut refused = None;
-    if let Some(p) = oldest_unacked {
+    if let Some(p) = oldest_unacked.filter(|_| closed == Close::ByBroker) {
         let closes = match &st.suspect {
             Some((s, n)) if *s == p => n + 1,
             _ => 1,

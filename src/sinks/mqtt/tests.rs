@@ -33,6 +33,30 @@ fn topic_prefixes_a_broker_would_drop_are_refused() {
 }
 
 #[test]
+fn credentials_longer_than_an_mqtt_string_are_refused() {
+    let long = "u".repeat(70_000);
+    let c = MqttConfig {
+        enabled: true,
+        username: Some(long.clone()),
+        ..cfg()
+    };
+    let e = c.validate().unwrap_err();
+    assert_eq!(e.field, "mqtt.username");
+    assert!(e.reason.contains("65535"), "{}", e.reason);
+    let c = MqttConfig {
+        username: Some("u".into()),
+        password: Some(long),
+        ..cfg()
+    };
+    assert_eq!(c.validate().unwrap_err().field, "mqtt.password");
+    let c = MqttConfig {
+        username: Some("u".repeat(MAX_STRING_BYTES)),
+        ..cfg()
+    };
+    assert_eq!(c.validate(), Ok(()));
+}
+
+#[test]
 fn defaults_are_valid_and_as_documented() {
     let c = MqttConfig::default();
     assert!(!c.enabled);
@@ -323,7 +347,7 @@ fn published_means_acknowledged_and_a_close_before_the_ack_is_a_failure() {
     assert_eq!(st.stats.published, 1);
     // The broker closes the connection: "b" was written but never acknowledged, "c"
     // was never written. Both go back to the queue, only "b" is a failure.
-    assert_eq!(apply_disconnect(&mut st), 1);
+    assert_eq!(apply_disconnect(&mut st, Close::ByBroker), 1);
     assert_eq!((st.stats.published, st.stats.failed), (1, 1));
     assert_eq!(st.waiting, [b"b".to_vec(), b"c".to_vec()]);
     assert_eq!((st.events_in_flight, st.handed.len()), (0, 0));
@@ -339,7 +363,7 @@ fn published_means_acknowledged_and_a_close_before_the_ack_is_a_failure() {
         (st.stats.sent, st.stats.published, st.stats.failed),
         (4, 3, 1)
     );
-    assert_eq!(apply_disconnect(&mut st), 0);
+    assert_eq!(apply_disconnect(&mut st, Close::ByBroker), 0);
 }
 
 #[test]
@@ -355,7 +379,7 @@ fn an_event_the_broker_keeps_closing_on_is_dropped_and_the_rest_go_on() {
         }
         apply_written(&mut st, 1);
         apply_written(&mut st, 2);
-        apply_disconnect(&mut st);
+        apply_disconnect(&mut st, Close::ByBroker);
     }
     assert_eq!(st.stats.drops.get(DropReason::MqttRefused), 1);
     assert_eq!(st.waiting, [b"next".to_vec()]);
@@ -368,10 +392,37 @@ fn an_event_the_broker_keeps_closing_on_is_dropped_and_the_rest_go_on() {
             apply_puback(&mut st, 1);
             continue;
         }
-        apply_disconnect(&mut st);
+        apply_disconnect(&mut st, Close::ByBroker);
         st.waiting.clear();
     }
     assert_eq!(st.stats.drops.get(DropReason::MqttRefused), 0);
+}
+
+#[test]
+fn a_stalled_broker_refuses_nothing_however_often_we_give_up_on_it() {
+    let mut st = State::default();
+    held_event(&mut st, b"e");
+    for _ in 0..(3 * MAX_CLOSES_UNACKED) {
+        apply_written(&mut st, 1);
+        assert_eq!(apply_disconnect(&mut st, Close::Stalled), 1);
+        for p in std::mem::take(&mut st.waiting) {
+            held_event(&mut st, &p);
+        }
+    }
+    assert_eq!(st.stats.drops.get(DropReason::MqttRefused), 0);
+    assert_eq!(st.events_in_flight, 1, "the event is still held");
+    use rumqttc::{ConnectionError as E, StateError};
+    assert_eq!(
+        Close::of(&E::MqttState(StateError::AwaitPingResp)),
+        Close::Stalled
+    );
+    assert_eq!(Close::of(&E::NetworkTimeout), Close::Stalled);
+    assert_eq!(
+        Close::of(&E::MqttState(StateError::ConnectionAborted)),
+        Close::ByBroker
+    );
+    let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+    assert_eq!(Close::of(&E::Io(reset)), Close::ByBroker);
 }
 
 #[test]

@@ -314,8 +314,8 @@ impl Collector for LiveCollector {
         gauge(
             &mut enc,
             "realtime_factor",
-            "CPU seconds per audio second since start (below 1 keeps up on one core)",
-            if audio_s > 0.0 { cpu_s / audio_s } else { 0.0 },
+            "CPU seconds per audio second since start (below 1 keeps up on one core; 0 before a second of audio)",
+            crate::resources::per_audio_second(cpu_s, audio_s).unwrap_or(0.0),
         )?;
         counter(
             &mut enc,

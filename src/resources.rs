@@ -1,5 +1,15 @@
 //! Process resource usage, for the run summary and benchmarks (no timing in tests).
 
+/// Audio below which a per-audio-second ratio is not reported: over a few samples the
+/// ratio is noise (3 bytes of PCM once gave 309 CPU-s per audio-s).
+pub const MIN_AUDIO_S_FOR_RATIOS: f64 = 1.0;
+
+/// `x` per audio second, or `None` when less than [`MIN_AUDIO_S_FOR_RATIOS`] of audio
+/// was read (none at all included).
+pub fn per_audio_second(x: f64, audio_s: f64) -> Option<f64> {
+    (audio_s >= MIN_AUDIO_S_FOR_RATIOS).then(|| x / audio_s)
+}
+
 /// CPU seconds (user + system) used by this process so far.
 pub fn cpu_seconds() -> f64 {
     // SAFETY: rusage is plain integers and timevals: all zeroes is a valid value.
@@ -129,6 +139,13 @@ impl std::fmt::Display for CpuInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ratios_need_a_second_of_audio() {
+        assert_eq!(per_audio_second(0.02, 1.0 / 16_000.0), None);
+        assert_eq!(per_audio_second(1.0, 0.0), None);
+        assert_eq!(per_audio_second(1.0, 2.0), Some(0.5));
+    }
 
     #[test]
     fn cpu_info_names_the_cpu_on_x86_and_on_a_raspberry_pi() {

@@ -192,6 +192,30 @@ fn stats_of_a_run_stopped_before_any_audio_have_no_per_audio_second_ratio() {
     assert!(log.contains("no audio read"), "{log}");
 }
 
+/// Issue 34, defect 14: 3 bytes of PCM on stdin gave `rtf_cpu` 309.3. A ratio over
+/// less than a second of audio is noise; it is null, as for no audio at all.
+#[test]
+fn stats_of_a_few_bytes_of_audio_have_no_per_audio_second_ratio() {
+    let d = tempfile::tempdir().unwrap();
+    let stats = d.path().join("stats.json");
+    let mut child = Command::new(bin())
+        .args(["replay", "-", "--stats"])
+        .arg(&stats)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&[1, 2, 3]).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats).unwrap()).unwrap();
+    assert!(s["audio_s"].as_f64().unwrap() < 1.0, "{s}");
+    assert!(s["rtf_cpu"].is_null() && s["rtf_wall"].is_null(), "{s}");
+    assert!(log.contains("under 1 s of audio: no ratio"), "{log}");
+}
+
 #[test]
 fn run_exits_1_when_the_live_capture_on_stdin_ends() {
     let d = tempfile::tempdir().unwrap();

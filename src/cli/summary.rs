@@ -14,8 +14,8 @@ struct Summary<'a> {
     run: &'a RunStats,
     /// CPU seconds (all threads) spent on the stream, model loading excluded.
     cpu_s: f64,
-    /// CPU seconds per audio second; null when no audio was read (a stop during model
-    /// load), where the ratio means nothing.
+    /// CPU seconds per audio second; null when less than a second of audio was read (a
+    /// stop during model load, a few bytes on stdin), where the ratio means nothing.
     rtf_cpu: Option<f64>,
     /// Wall seconds per audio second; null as `rtf_cpu`.
     rtf_wall: Option<f64>,
@@ -29,7 +29,7 @@ pub(crate) fn report_with_cpu(
     cpu_s: f64,
     model_load_ms: f64,
 ) -> anyhow::Result<()> {
-    let per_audio_s = |x: f64| (stats.audio_s > 0.0).then(|| x / stats.audio_s);
+    let per_audio_s = |x: f64| resources::per_audio_second(x, stats.audio_s);
     let s = Summary {
         run: stats,
         cpu_s,
@@ -43,7 +43,11 @@ pub(crate) fn report_with_cpu(
         stats.audio_s,
         stats.wall_s,
         s.rtf_cpu.map_or_else(
-            || "no audio read".to_string(),
+            || if stats.audio_s > 0.0 {
+                "under 1 s of audio: no ratio".to_string()
+            } else {
+                "no audio read".to_string()
+            },
             |r| format!("{r:.3} CPU-s per audio-s")
         ),
         stats.utterances,

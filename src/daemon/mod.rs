@@ -394,7 +394,7 @@ pub fn live_stats(c: &Counters, started: Instant) -> serde_json::Value {
         "type": "stats",
         "uptime_s": started.elapsed().as_secs_f64(),
         "audio_s": audio_s,
-        "cpu_s_per_audio_s": if audio_s > 0.0 { cpu_s / audio_s } else { 0.0 },
+        "cpu_s_per_audio_s": crate::resources::per_audio_second(cpu_s, audio_s),
         "utterances": get(&c.utterances),
         "events": get(&c.events),
         "dropped": c.drops.snapshot(),

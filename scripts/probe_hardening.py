@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
-"""Re-run the hardening probes of issue 25 against a release binary, one per class.
+"""Re-run the hardening probes of issues 25 and 34 against a release binary, one per class.
 
 Each probe does what the attacker or careless operator did (loopback only, in a temp
 dir) and prints what happens now, with a pass/fail per class. It is a record of the
 probes, not a test: the tests that guard each class live in tests/ (the table names
-them). Needs python3 (standard library only) and ffmpeg; no broker (class 13 fakes one).
+them). Classes 1-17 are issue 25's first round, 18-33 issue 34's second (its fourteen
+defects, then the two "to decide" items). Needs python3 (standard library only), ffmpeg
+and the models (`scripts/setup.sh`); no broker (classes 13 and 27 fake one).
 
-    cargo build --release && python3 scripts/probe_hardening.py [--bin target/release/sarcasmd]
+    cargo build --release && python3 scripts/probe_hardening.py [--bin target/release/sarcasmd] [CLASS...]
 
-Runs in about two minutes; prints a Markdown table; exits 1 if any class fails.
+Runs in about five minutes; prints a Markdown table; exits 1 if any class fails.
 """
 
 import argparse
 import os
+import re
 import resource
+import shutil
 import signal
 import socket
 import struct
@@ -478,6 +482,422 @@ def probe_17(bin_, tmp):
     return not doubled, f"SIGTERM mid-utterance (3.2 s of the sample on stdin): {words!r}"
 
 
+# ---------------------------------------------------------------- issue 34 ------------
+
+
+def pcm_of_sample():
+    with wave.open(str(SAMPLE)) as wv:
+        return wv.getframerate(), wv.readframes(wv.getnframes())
+
+
+def child_peak_mb(proc_result_rusage):
+    return proc_result_rusage.ru_maxrss / 1024
+
+
+def run_measured(bin_, *args, timeout=120):
+    """Run the binary; (exit code, stderr, wall s, peak RSS MB of the child)."""
+    t0 = time.time()
+    p = subprocess.Popen([str(bin_), *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = t0 + timeout
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            err = p.stderr.read().decode(errors="replace")
+            code = os.waitstatus_to_exitcode(status)
+            return code, err, time.time() - t0, ru.ru_maxrss / 1024
+        if time.time() > deadline:
+            p.kill()
+            pid, status, ru = os.wait4(p.pid, 0)
+            return "killed", p.stderr.read().decode(errors="replace"), time.time() - t0, ru.ru_maxrss / 1024
+        time.sleep(0.05)
+
+
+def probe_18(bin_, tmp):
+    """The events directory removed mid-run: recreated (A), and never again (B)."""
+    rate, pcm = pcm_of_sample()
+    out = []
+    ok = True
+    for recreate in (True, False):
+        e = Path(tmp) / ("e" if recreate else "g")
+        e.mkdir()
+        ev = e / "ev.jsonl"
+        cfg = Path(tmp) / "p18.toml"
+        cfg.write_text(f'[source]\nkind = "stdin"\nsample_rate_hz = {rate}\n[output]\nevents = "{ev}"\n')
+        log = Path(tmp) / "p18.log"
+        p = subprocess.Popen([str(bin_), "run", "--config", str(cfg)], stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=open(log, "w"))
+        p.stdin.write(pcm)
+        p.stdin.flush()
+        deadline = time.time() + 120
+        while time.time() < deadline and not (ev.exists() and ev.read_text().count("\n") >= 1):
+            time.sleep(0.2)
+        before = ev.read_text().count('"utterance"') if ev.exists() else 0
+        shutil.rmtree(e)
+        p.stdin.write(pcm)
+        p.stdin.flush()
+        deadline = time.time() + 120
+        while time.time() < deadline and "was removed" not in log.read_text():
+            time.sleep(0.2)
+        if recreate:
+            e.mkdir()
+            p.stdin.write(pcm)
+        p.stdin.close()
+        code = p.wait(timeout=300)
+        text = log.read_text()
+        m = re.search(r"(\d+) utterances, (\d+) events", text)
+        total = int(m.group(2)) if m else None
+        after = ev.read_text().count('"utterance"') if ev.exists() else 0
+        logged = "was removed" in text
+        if recreate:
+            good = code == 0 and total is not None and before + after == total and logged
+            out.append(f"recreated: exit {code}, {before} events before the removal + {after} in the new file "
+                       f"of {total}, removal logged {logged}")
+        else:
+            good = code == 1 and "could not be written" in text and logged
+            out.append(f"never recreated: exit {code}, loss reported {'could not be written' in text}")
+        ok &= good
+    return ok, "; ".join(out)
+
+
+def probe_19(bin_, tmp):
+    d = Daemon(bin_, tmp, name="p19")
+    socks = []
+    try:
+        for _ in range(64):
+            s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+            s.sendall(f"GET /events HTTP/1.1\r\nHost: 127.0.0.1:{d.port}\r\n\r\n".encode())
+            socks.append(s)
+        time.sleep(1.0)
+        res = {}
+        for path in ("/healthz", "/metrics", "/"):
+            try:
+                res[path] = http_get(d.port, path, timeout=5)[0]
+            except OSError as e:
+                res[path] = type(e).__name__
+        _, metrics = http_get(d.port, "/metrics")
+        refused = [l for l in metrics.decode().splitlines() if 'reason="stream_limit"' in l]
+    finally:
+        for s in socks:
+            s.close()
+        d.stop()
+    ok = all(v == 200 for v in res.values())
+    return ok, f"64 held GET /events: {res}; {'; '.join(refused)}"
+
+
+def probe_20(bin_, tmp):
+    wav = Path(tmp) / "in.wav"
+    shutil.copy(SAMPLE, wav)
+    before = wav.read_bytes()
+    cfg = Path(tmp) / "p20.toml"
+    out, ok = [], True
+    for name, events in (("the input WAV", wav), ("the config file", cfg)):
+        cfg.write_text(f'[source]\nkind = "wav"\npath = "{wav}"\n[output]\nevents = "{events}"\n')
+        v = run(bin_, "validate", str(cfg))
+        r = run(bin_, "run", "--config", str(cfg), timeout=300)
+        ok &= v.returncode == 2 and r.returncode == 2
+        out.append(f"events = {name}: validate exit {v.returncode}, run exit {r.returncode}")
+    intact = wav.read_bytes() == before
+    ok &= intact
+    return ok, "; ".join(out) + f"; WAV intact {intact}"
+
+
+def heads_copy(tmp):
+    h = Path(tmp) / "heads"
+    h.mkdir()
+    for f in (REPO / "models" / "heads").iterdir():
+        if f.suffix == ".onnx" or f.name.endswith("_head.json"):
+            shutil.copy(f, h / f.name)
+    return h
+
+
+def set_meta(h, name, **kv):
+    import json
+    p = h / f"{name}.json"
+    m = json.loads(p.read_text())
+    m.update(kv)
+    p.write_text(json.dumps(m, indent=2))
+
+
+def validate_heads(bin_, tmp, h):
+    cfg = Path(tmp) / "heads.toml"
+    cfg.write_text(f'[fusion]\nheads_dir = "{h}"\n')
+    return run(bin_, "validate", str(cfg))
+
+
+def probe_21(bin_, tmp):
+    h = heads_copy(tmp)
+    set_meta(h, "text_head", input_dim=7)
+    v = validate_heads(bin_, tmp, h)
+    return v.returncode == 3, f"text_head.json input_dim 7: validate exit {v.returncode} ({last_line(v.stderr)})"
+
+
+def probe_22(bin_, tmp):
+    h = heads_copy(tmp)
+    set_meta(h, "audio_head", input_dim=18446744073709551615)
+    v = validate_heads(bin_, tmp, h)
+    cfg = Path(tmp) / "heads.toml"
+    r = run(bin_, "replay", str(SAMPLE), "--config", str(cfg), "--events", os.devnull)
+    return v.returncode == 3 and r.returncode == 3, f"input_dim 2^64-1: validate exit {v.returncode}, replay exit {r.returncode}"
+
+
+def probe_23(bin_, tmp):
+    import json
+    ev = Path(tmp) / "ev.jsonl"
+    out_html = Path(tmp) / "m.html"
+    out, ok = [], True
+    for name, line in (("id 10000000", {"id": 10000000, "end_s": 2.0}), ("end_s 1e12", {"id": 0, "end_s": 1e12}),
+                       ("end_s 1e308", {"id": 0, "end_s": 1e308})):
+        u = {"type": "utterance", "start_s": 1.0, "transcript": "x", "p_sarcastic": 0.2, "sarcastic": False,
+             "threshold": 0.5, "views": {"text": 0.2, "audio": 0.4, "video": None}, **line}
+        ev.write_text(json.dumps(u) + "\n")
+        code, err, took, mb = run_measured(bin_, "report", str(ev), "-o", str(out_html), timeout=60)
+        ok &= took < 30 and mb < 500
+        out.append(f"{name}: exit {code} in {took:.1f} s, peak RSS {mb:.0f} MB")
+    return ok, "; ".join(out)
+
+
+def probe_24(bin_, tmp):
+    ev = Path(tmp) / "ev.jsonl"
+    ev.write_text('{"type":"gap","source":"audio","start_s":1,"end_s":2,"reason":"x"}\n')
+    o = str(Path(tmp) / "out")
+    out, ok = [], True
+    for args in (["report", "/dev/zero", "-o", o], ["report", str(ev), "--stats", "/dev/zero", "-o", o],
+                 ["plot", "eval", "/dev/zero", "-o", o], ["plot", "bench", "/dev/zero", "-o", o]):
+        code, err, took, mb = run_measured(bin_, *args, timeout=60)
+        ok &= code != 0 and took < 5 and "is a device" in err
+        what = " ".join(args[:-2]).replace(str(ev), "ev.jsonl")
+        out.append(f"{what}: exit {code} in {took:.2f} s")
+    return ok, "; ".join(out)
+
+
+def corrupt_models(tmp):
+    """A models dir whose tiny.en-q8_0 has bytes 48-4144 overwritten with 0xff."""
+    src = Path(os.environ.get("SARCASMD_MODEL_DIR") or Path.home() / ".cache" / "sarcasmd" / "models")
+    dst = Path(tmp) / "models"
+    (dst / "whisper").mkdir(parents=True)
+    for sub in ("vad", "text", "vision"):
+        os.symlink(src / sub, dst / sub)
+    b = bytearray((src / "whisper" / "ggml-tiny.en-q8_0.bin").read_bytes())
+    b[48:4144] = b"\xff" * (4144 - 48)
+    (dst / "whisper" / "ggml-tiny.en-q8_0.bin").write_bytes(bytes(b))
+    return dst
+
+
+def probe_25(bin_, tmp):
+    m = corrupt_models(tmp)
+    cfg = Path(tmp) / "p25.toml"
+    cfg.write_text(f'[models]\ndir = "{m}"\nskip_checksums = true\n')
+    v = run(bin_, "validate", str(cfg))
+    r = run(bin_, "replay", str(SAMPLE), "--config", str(cfg), "--events", os.devnull)
+    return v.returncode == 3 and r.returncode == 3, (
+        f"skip_checksums + corrupt Whisper of the right size: validate exit {v.returncode}, replay exit "
+        f"{r.returncode} ({last_line(r.stderr)})")
+
+
+def probe_26(bin_, tmp):
+    cfg = Path(tmp) / "p26.toml"
+    cfg.write_text(f'[mqtt]\nenabled = true\nhost = "127.0.0.1"\nusername = "{"u" * 70000}"\n')
+    v = run(bin_, "validate", str(cfg))
+    return v.returncode == 2, f"70,000-byte mqtt.username: validate exit {v.returncode} ({last_line(v.stderr)[:100]})"
+
+
+def probe_27(bin_, tmp):
+    """A broker that sends CONNACK and then stops reading (keep_alive_s = 1)."""
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(16)
+    port = srv.getsockname()[1]
+    held, stop = [], threading.Event()
+
+    def serve():
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            try:
+                c.settimeout(2)
+                c.recv(4096)
+                c.sendall(bytes([0x20, 0x02, 0x00, 0x00]))
+            except OSError:
+                pass
+            held.append(c)  # never read again
+
+    threading.Thread(target=serve, daemon=True).start()
+    rate, pcm = pcm_of_sample()
+    d = Daemon(bin_, tmp, f'[mqtt]\nenabled = true\nhost = "127.0.0.1"\nport = {port}\nkeep_alive_s = 1\n'
+               f'reconnect_min_ms = 50\nreconnect_max_ms = 200\n', name="p27")
+    try:
+        # The live source reads 16 kHz: the sample at its own rate still makes speech.
+        d.proc.stdin.write(pcm)
+        d.proc.stdin.flush()
+        time.sleep(25)
+        _, metrics = http_get(d.port, "/metrics")
+        lines = metrics.decode().splitlines()
+        refused = [l for l in lines if 'reason="mqtt_refused"' in l]
+        queued = [l for l in lines if l.startswith("sarcasmd_mqtt_queued")]
+    finally:
+        d.stop()
+        stop.set()
+        srv.close()
+        for c in held:
+            c.close()
+    n = float(refused[0].split()[-1]) if refused else -1
+    return n == 0, f"connections {len(held)}; {'; '.join(refused + queued)}"
+
+
+def probe_28(bin_, tmp):
+    import json
+    fifo = Path(tmp) / "fifo.wav"
+    os.mkfifo(fifo)
+    man = Path(tmp) / "m.jsonl"
+    man.write_text("\n".join(json.dumps(x) for x in (
+        {"id": "fifo", "audio": str(fifo), "label": 1}, {"id": "zero", "audio": "/dev/zero", "label": 0},
+        {"id": "t", "text": "Oh great.", "label": 1})))
+    code, err, took, _ = run_measured(bin_, "eval", str(man), timeout=120)
+    ok = code == 0 and "pipe (FIFO)" in err and "is a device" in err and "empty (0 bytes)" not in err
+    return ok, f"eval with FIFO and /dev/zero items: exit {code} in {took:.1f} s, named by kind {ok}"
+
+
+def probe_29(bin_, tmp):
+    ev = Path(tmp) / "ev.jsonl"
+    text = '{"type":"gap","source":"audio","start_s":1,"end_s":2,"reason":"x"}\n'
+    ev.write_text(text)
+    r = run(bin_, "report", str(ev), "-o", str(ev))
+    intact = ev.read_text() == text
+    return r.returncode != 0 and intact, f"report ev.jsonl -o ev.jsonl: exit {r.returncode}, events intact {intact}"
+
+
+def pb_fields(b):
+    """Protobuf message bytes -> [(field, wire type, raw value)] (value: int or bytes)."""
+    out, i = [], 0
+
+    def varint():
+        nonlocal i
+        v, shift = 0, 0
+        while True:
+            c = b[i]
+            i += 1
+            v |= (c & 0x7F) << shift
+            shift += 7
+            if c < 0x80:
+                return v
+
+    while i < len(b):
+        key = varint()
+        f, wt = key >> 3, key & 7
+        if wt == 0:
+            out.append((f, wt, varint()))
+        elif wt == 2:
+            n = varint()
+            out.append((f, wt, b[i:i + n]))
+            i += n
+        elif wt == 5:
+            out.append((f, wt, b[i:i + 4]))
+            i += 4
+        elif wt == 1:
+            out.append((f, wt, b[i:i + 8]))
+            i += 8
+        else:
+            raise ValueError(f"wire type {wt}")
+    return out
+
+
+def pb_encode(fields):
+    def varint(v):
+        o = bytearray()
+        while True:
+            c = v & 0x7F
+            v >>= 7
+            o.append(c | (0x80 if v else 0))
+            if not v:
+                return bytes(o)
+
+    out = bytearray()
+    for f, wt, v in fields:
+        out += varint(f << 3 | wt)
+        if wt == 0:
+            out += varint(v)
+        elif wt == 2:
+            out += varint(len(v)) + v
+        else:
+            out += v
+    return bytes(out)
+
+
+def absurd_head(h):
+    """fusion_head.onnx with its first initializer declared as 6e9 elements, and the JSON's
+    checksum updated: ModelProto.graph (7) -> GraphProto.initializer (5) -> TensorProto.dims (1)."""
+    import hashlib
+    p = h / "fusion_head.onnx"
+    model = pb_fields(p.read_bytes())
+    for k, (f, wt, v) in enumerate(model):
+        if f == 7:
+            graph = pb_fields(v)
+            for j, (gf, gwt, gv) in enumerate(graph):
+                if gf == 5:
+                    t = [x for x in pb_fields(gv) if x[0] != 1]
+                    graph[j] = (gf, gwt, pb_encode([(1, 0, 6_000_000_000)] + t))
+                    break
+            model[k] = (f, wt, pb_encode(graph))
+    data = pb_encode(model)
+    p.write_bytes(data)
+    set_meta(h, "fusion_head", onnx_sha256=hashlib.sha256(data).hexdigest())
+
+
+def probe_30(bin_, tmp):
+    h = heads_copy(tmp)
+    absurd_head(h)
+    v = validate_heads(bin_, tmp, h)
+    man = Path(tmp) / "m.jsonl"
+    man.write_text('{"id":"t","text":"Oh great.","label":1}\n')
+    code, err, took, mb = run_measured(bin_, "eval", str(man), "--heads", str(h), timeout=300)
+    ok = v.returncode == 3 and "not the one pinned" in v.stderr and code == 3 and took < 60 and "elements" in err
+    return ok, (f"a 6e9-element tensor, checksum updated beside it: validate exit {v.returncode} (not pinned: "
+                f"{'not the one pinned' in v.stderr}); eval --heads exit {code} in {took:.1f} s, peak {mb:.0f} MB")
+
+
+def probe_31(bin_, tmp):
+    import json
+    st = Path(tmp) / "s.json"
+    p = subprocess.run([str(bin_), "replay", "-", "--stats", str(st)], input=b"\x01\x02\x03",
+                       capture_output=True, timeout=120)
+    s = json.loads(st.read_text()) if st.exists() else {}
+    return p.returncode == 0 and s.get("rtf_cpu") is None, f"3 bytes of PCM: exit {p.returncode}, rtf_cpu {s.get('rtf_cpu')}"
+
+
+def probe_32(bin_, tmp):
+    d = Daemon(bin_, tmp, name="p32")
+    res = {}
+    try:
+        for name, head in (("no Host", ""), ("two Host", f"Host: 127.0.0.1\r\nHost: evil.example\r\n")):
+            s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
+            s.sendall(f"GET /metrics HTTP/1.1\r\n{head}Connection: close\r\n\r\n".encode())
+            data = b""
+            while True:
+                b = s.recv(4096)
+                if not b:
+                    break
+                data += b
+            s.close()
+            res[name] = data.split(b" ")[1].decode() if data else "closed"
+    finally:
+        d.stop()
+    return all(v == "400" for v in res.values()), f"GET /metrics: {res}"
+
+
+def probe_33(bin_, tmp):
+    m = corrupt_models(tmp)
+    cfg = Path(tmp) / "p33.toml"
+    cfg.write_text(f'[models]\ndir = "{m}"\n')
+    v = run(bin_, "validate", str(cfg))
+    return v.returncode == 3 and "SHA-256" in v.stderr, f"corrupt model, checksums on: validate exit {v.returncode}"
+
+
 TESTS = {
     1: "tests/http_listener.rs at_the_limit_idle_connections_give_way_serving_ones_do_not_and_idle_ones_time_out, src/sinks/http/slots.rs",
     2: "tests/http_listener.rs a_foreign_host_is_refused_unless_allowed_or_a_token_is_set",
@@ -496,6 +916,22 @@ TESTS = {
     15: "tests/bad_input.rs the_os_error_is_printed_once",
     16: "tests/daemon.rs stats_of_a_run_stopped_before_any_audio_have_no_per_audio_second_ratio",
     17: "tests/cut_off_speech.rs an_utterance_flushed_mid_sentence_is_transcribed_once, streaming_final_decode_of_cut_off_speech_is_said_once",
+    18: "tests/faults.rs a_removed_events_directory_is_reopened_by_path_and_no_event_is_lost, a_removed_events_directory_that_never_comes_back_is_an_error_that_counts_the_loss",
+    19: "tests/http_listener.rs held_sse_clients_never_lock_out_health_checks_and_scrapes",
+    20: "tests/validate.rs an_output_may_not_be_an_input_or_the_config",
+    21: "tests/head_checks.rs a_head_whose_metadata_disagrees_with_its_graph_is_refused_by_validate",
+    22: "tests/head_checks.rs an_absurd_input_dim_is_refused_not_panicked_on",
+    23: "tests/report_bounds.rs one_hostile_event_line_costs_bounded_memory_and_time",
+    24: "tests/report_bounds.rs devices_and_fifos_are_refused_by_kind_at_once",
+    25: "tests/validate.rs a_corrupt_whisper_file_of_the_right_size_is_refused_without_checksums",
+    26: "src/sinks/mqtt/tests.rs credentials_longer_than_an_mqtt_string_are_refused",
+    27: "tests/mqtt_sink.rs a_broker_that_stops_reading_refuses_nothing",
+    28: "tests/eval.rs an_item_whose_audio_is_not_a_regular_file_is_skipped_by_kind_at_once",
+    29: "tests/report_bounds.rs no_command_writes_over_what_it_reads",
+    30: "tests/head_checks.rs a_swapped_head_is_not_served_and_an_absurd_graph_is_refused_before_tract",
+    31: "tests/daemon.rs stats_of_a_few_bytes_of_audio_have_no_per_audio_second_ratio",
+    32: "tests/http_listener.rs a_request_needs_exactly_one_host_header",
+    33: "tests/validate.rs a_corrupt_whisper_file_of_the_right_size_is_refused_without_checksums",
 }
 
 

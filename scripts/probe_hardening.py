@@ -575,7 +575,7 @@ def probe_19(bin_, tmp):
             except OSError as e:
                 res[path] = type(e).__name__
         _, metrics = http_get(d.port, "/metrics")
-        refused = [l for l in metrics.decode().splitlines() if 'reason="stream_limit"' in l]
+        refused = [l for l in metrics.decode().splitlines() if 'reason="sse_limit"' in l]
     finally:
         for s in socks:
             s.close()

@@ -39,8 +39,10 @@ pub trait ListenerStats: Send + Sync + fmt::Debug {
     fn refused_host(&self) -> u64;
     /// Idle connections closed to admit a new one at `http.max_connections`.
     fn idle_closed(&self) -> u64;
-    /// SSE clients and caption downloads refused at `http.max_streams` (503).
-    fn refused_stream_limit(&self) -> u64;
+    /// SSE clients refused at `http.max_sse_clients` (503).
+    fn refused_sse_limit(&self) -> u64;
+    /// Caption downloads refused at their own cap (503).
+    fn refused_download_limit(&self) -> u64;
     /// Requests without exactly one `Host` header (400).
     fn refused_bad_request(&self) -> u64;
 }
@@ -538,14 +540,15 @@ impl Collector for LiveCollector {
             family(
                 &mut enc,
                 "http_refused",
-                "HTTP connections or requests refused, by reason (connection_limit: http.max_connections open, all serving; idle_closed: an idle connection closed to admit a new one; host: Host header not allowed; stream_limit: http.max_streams SSE clients and caption downloads open; bad_request: no Host header or several)",
+                "HTTP connections or requests refused, by reason (connection_limit: http.max_connections open, all serving; idle_closed: an idle connection closed to admit a new one; host: Host header not allowed; sse_limit: http.max_sse_clients SSE clients connected; download_limit: as many caption downloads as allowed under way; bad_request: no Host header or several)",
                 MetricType::Counter,
                 "reason",
                 &[
                     ("connection_limit", h.refused_connection_limit() as f64),
                     ("idle_closed", h.idle_closed() as f64),
                     ("host", h.refused_host() as f64),
-                    ("stream_limit", h.refused_stream_limit() as f64),
+                    ("sse_limit", h.refused_sse_limit() as f64),
+                    ("download_limit", h.refused_download_limit() as f64),
                     ("bad_request", h.refused_bad_request() as f64),
                 ],
             )?;

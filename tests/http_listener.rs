@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use sarcasmd::metrics::ListenerStats;
 use sarcasmd::sinks::captions::CaptionsConfig;
-use sarcasmd::sinks::http::{HttpConfig, HttpServer, Hub};
+use sarcasmd::sinks::http::{HttpConfig, HttpServer, Hub, MAX_CAPTION_DOWNLOADS};
 
 fn start(cfg: HttpConfig, captions: CaptionsConfig) -> (HttpServer, std::sync::Arc<Hub>) {
     let cfg = HttpConfig {
@@ -82,7 +82,7 @@ fn at_the_limit_idle_connections_give_way_serving_ones_do_not_and_idle_ones_time
     let (server, hub) = start(
         HttpConfig {
             max_connections: 4,
-            max_streams: Some(3),
+            max_sse_clients: Some(3),
             header_timeout_ms: 1_000,
             ..Default::default()
         },
@@ -101,7 +101,7 @@ fn at_the_limit_idle_connections_give_way_serving_ones_do_not_and_idle_ones_time
     );
     assert_eq!(hub.idle_closed(), 1);
     assert_eq!(hub.refused_connection_limit(), 0);
-    // Three SSE clients (max_streams) and one more connection: the idle ones give way.
+    // Three SSE clients (max_sse_clients) and one more connection: the idle ones give way.
     let mut sse: Vec<TcpStream> = (0..3).map(|_| sse_client(addr)).collect();
     let _last = TcpStream::connect(addr).unwrap();
     for (i, s) in idle.iter_mut().enumerate().skip(1) {
@@ -155,13 +155,14 @@ fn status_of(addr: SocketAddr, head: &str) -> u16 {
 }
 
 /// Issue 34, defect 2: 64 held `GET /events` locked `/healthz`, `/metrics` and the
-/// overlay out for as long as they stayed open. Streams have a cap of their own, below
-/// the connection cap, so health checks and scrapes always find a slot.
+/// overlay out for as long as they stayed open. SSE clients have a cap of their own,
+/// below the connection cap, so health checks and scrapes always find a slot; caption
+/// downloads have theirs, so SSE clients cannot starve them either.
 #[test]
 fn held_sse_clients_never_lock_out_health_checks_and_scrapes() {
     let d = tempfile::tempdir().unwrap();
     let vtt = d.path().join("live.vtt");
-    std::fs::write(&vtt, "WEBVTT\n\n").unwrap();
+    std::fs::write(&vtt, vec![b'x'; 32 << 20]).unwrap();
     let captions = CaptionsConfig {
         vtt: Some(vtt),
         ..Default::default()
@@ -179,31 +180,41 @@ fn held_sse_clients_never_lock_out_health_checks_and_scrapes() {
     // Whatever the order they were served in: 32 streams (half of max_connections),
     // the other requests answered 503 at once.
     let t0 = Instant::now();
-    while hub.refused_stream_limit() + hub.clients() < 64 {
+    while hub.refused_sse_limit() + hub.clients() < 64 {
         assert!(
             t0.elapsed() < Duration::from_secs(30),
             "not every request answered"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!((hub.clients(), hub.refused_stream_limit()), (32, 32));
+    assert_eq!((hub.clients(), hub.refused_sse_limit()), (32, 32));
     for path in ["/healthz", "/metrics", "/"] {
         let (status, _) = get(addr, path, "Host: 127.0.0.1\r\n");
         assert!(status == 200 || status == 404, "{path}: {status}");
     }
     assert_eq!(hub.refused_connection_limit(), 0);
-    // A caption download is a stream too: refused while the streams are all taken,
-    // served once some end.
-    assert_eq!(get(addr, "/captions.vtt", "Host: 127.0.0.1\r\n").0, 503);
-    held.clear();
+    // Caption downloads have slots of their own: served while SSE clients fill theirs.
+    assert_eq!(get(addr, "/captions.vtt", "Host: 127.0.0.1\r\n").0, 200);
+    // Downloads nobody reads (32 MiB: more than the socket buffers take) hold the
+    // download slots only; one more is refused, a health check is not.
+    let slow: Vec<TcpStream> = (0..MAX_CAPTION_DOWNLOADS)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            write!(s, "GET /captions.vtt HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+            s
+        })
+        .collect();
     let t0 = Instant::now();
-    while get(addr, "/captions.vtt", "Host: 127.0.0.1\r\n").0 != 200 {
+    while get(addr, "/captions.vtt", "Host: 127.0.0.1\r\n").0 != 503 {
         assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "streams never given back"
+            t0.elapsed() < Duration::from_secs(60),
+            "downloads never capped"
         );
-        std::thread::sleep(Duration::from_millis(50));
     }
+    assert!(hub.refused_download_limit() >= 1);
+    assert_eq!(get(addr, "/healthz", "Host: 127.0.0.1\r\n").0, 200);
+    drop(slow);
+    held.clear();
     server.shutdown(Duration::from_secs(2));
 }
 

@@ -23,11 +23,11 @@ pub struct HttpConfig {
     /// Open connections at most (SSE clients included); more are closed at once and
     /// counted. Bounded so that connections cannot use up the process's file descriptors.
     pub max_connections: usize,
-    /// Responses that stay open at most: SSE clients (`/events`) and caption downloads.
-    /// More get `503` at once (counted). Below `max_connections`, so that however many
-    /// clients hold streams open, `/healthz`, `/metrics` and the overlay page still find
-    /// a connection slot. None: half of `max_connections`.
-    pub max_streams: Option<usize>,
+    /// SSE clients (`/events`) connected at most; more get `503` at once (counted).
+    /// Below `max_connections`, so that however many clients hold `/events` open,
+    /// `/healthz`, `/metrics` and the overlay page still find a connection slot.
+    /// None: half of `max_connections`.
+    pub max_sse_clients: Option<usize>,
     /// A connection must send a complete request head within this time after it opens
     /// or after its previous response (idle keep-alive); otherwise it is closed.
     pub header_timeout_ms: u64,
@@ -48,7 +48,7 @@ impl Default for HttpConfig {
             client_buffer: 256,
             metrics: true,
             max_connections: 64,
-            max_streams: None,
+            max_sse_clients: None,
             header_timeout_ms: 10_000,
             allowed_hosts: Vec::new(),
         }
@@ -56,10 +56,20 @@ impl Default for HttpConfig {
 }
 
 impl HttpConfig {
-    /// `max_streams`, or its default: half of `max_connections`.
-    pub fn stream_limit(&self) -> usize {
-        self.max_streams
+    /// `max_sse_clients`, or its default: half of `max_connections`.
+    pub fn sse_limit(&self) -> usize {
+        self.max_sse_clients
             .unwrap_or((self.max_connections / 2).max(1))
+    }
+
+    /// Caption downloads at once: [`MAX_CAPTION_DOWNLOADS`], fewer when SSE clients and
+    /// downloads together would otherwise take every connection slot.
+    pub fn download_limit(&self) -> usize {
+        MAX_CAPTION_DOWNLOADS.min(
+            self.max_connections
+                .saturating_sub(self.sse_limit())
+                .saturating_sub(1),
+        )
     }
 
     pub fn bind_addr(&self) -> Result<SocketAddr, FieldError> {
@@ -120,10 +130,10 @@ impl Validate for HttpConfig {
                      of SSE clients for /healthz and /metrics)"
                 ),
             );
-        } else if let Some(n) = self.max_streams {
+        } else if let Some(n) = self.max_sse_clients {
             if !(1..self.max_connections).contains(&n) {
                 problems.push(
-                    "http.max_streams",
+                    "http.max_sse_clients",
                     format!(
                         "must be within 1..={} (below http.max_connections, so that SSE \
                          clients can never take every slot from /healthz and /metrics)",

@@ -14,20 +14,20 @@ pub(super) async fn metrics_text(State(st): State<AppState>) -> Response {
     }
 }
 
-/// `503` for a stream beyond `http.max_streams`; the client may retry later.
-fn too_many_streams() -> Response {
+/// `503` beyond a cap on responses that stay open; the client may retry later.
+fn too_many(what: &'static str) -> Response {
     (
         StatusCode::SERVICE_UNAVAILABLE,
         [(header::RETRY_AFTER, "5")],
-        "too many live clients and downloads (http.max_streams); retry later\n",
+        format!("too many {what} at once; retry later\n"),
     )
         .into_response()
 }
 
 /// Streams a caption file in chunks, at most `limit_bytes` of it; when the client goes
 /// away the body is dropped and reading stops. A download holds one of
-/// `http.max_streams` until it ends, as an SSE client does: a slow reader cannot keep
-/// more than that many connection slots.
+/// [`MAX_CAPTION_DOWNLOADS`] slots until it ends: slow readers cannot keep more
+/// connection slots than that.
 pub(super) async fn caption_file(
     hub: &Arc<Hub>,
     path: Option<&PathBuf>,
@@ -49,8 +49,8 @@ pub(super) async fn caption_file(
         )
             .into_response()
     };
-    let Some(stream) = hub.open_stream() else {
-        return too_many_streams();
+    let Some(stream) = hub.downloads.take() else {
+        return too_many("caption downloads");
     };
     let file = match tokio::fs::File::open(path).await {
         Ok(f) => f,
@@ -106,18 +106,18 @@ pub(super) async fn captions_srt(State(st): State<AppState>) -> Response {
     .await
 }
 
-/// Live events for one client, while it holds one of `http.max_streams` (beyond it a
-/// `503`: 64 held `/events` connections once took every slot from `/healthz`).
+/// Live events for one client, while it holds one of `http.max_sse_clients` (beyond it
+/// a `503`: 64 held `/events` connections once took every slot from `/healthz`).
 pub(super) async fn events(State(st): State<AppState>) -> Response {
-    match st.hub.open_stream() {
-        Some(stream) => events_stream(st, stream).into_response(),
-        None => too_many_streams(),
+    match st.hub.sse.take() {
+        Some(slot) => events_stream(st, slot).into_response(),
+        None => too_many("SSE clients"),
     }
 }
 
 fn events_stream(
     st: AppState,
-    stream: StreamGuard,
+    stream: PoolSlot,
 ) -> Sse<impl Stream<Item = Result<Event, std::convert::Infallible>>> {
     let hub = st.hub.clone();
     hub.clients.fetch_add(1, Ordering::Relaxed);
@@ -143,7 +143,7 @@ fn events_stream(
         rx: broadcast::Receiver<Arc<Msg>>,
         shutdown: watch::Receiver<bool>,
         _guard: ClientGuard,
-        _stream: StreamGuard,
+        _stream: PoolSlot,
     }
     let s = S {
         first,

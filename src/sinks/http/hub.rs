@@ -43,12 +43,89 @@ pub struct Hub {
     pub(super) refused_bad_request: AtomicU64,
     /// Set while connections are being refused, so the warning is logged once per burst.
     pub(super) refusing: AtomicBool,
-    /// Responses that stay open (SSE clients, caption downloads) now, and at most.
-    pub(super) streams: AtomicUsize,
-    pub(super) max_streams: usize,
-    /// Streams refused at `max_streams` (503), and whether that is being logged.
-    pub(super) refused_streams: AtomicU64,
-    pub(super) refusing_streams: AtomicBool,
+    /// Responses that stay open, each kind under a cap of its own (503 beyond it), the
+    /// two together always below `max_connections`: SSE clients (`max_sse_clients`) and
+    /// caption downloads.
+    pub(super) sse: Arc<Pool>,
+    pub(super) downloads: Arc<Pool>,
+}
+
+/// Caption downloads at once at most: a file of a few MB that a client fetches now and
+/// then; a slow reader holds its slot as long as it reads.
+pub const MAX_CAPTION_DOWNLOADS: usize = 4;
+
+/// Slots for one kind of response that stays open.
+#[derive(Debug)]
+pub(super) struct Pool {
+    what: &'static str,
+    reason: &'static str,
+    max: usize,
+    open: AtomicUsize,
+    refused: AtomicU64,
+    /// When the refusals were last logged (ms on `counters::now_ms`, 0: never): clients
+    /// churning at the cap would otherwise log a line each time a slot frees.
+    warned_ms: AtomicU64,
+}
+
+/// Refusals at a cap are logged at most this often.
+const WARN_EVERY_MS: u64 = 60_000;
+
+impl Pool {
+    fn new(what: &'static str, reason: &'static str, max: usize) -> Arc<Self> {
+        Arc::new(Self {
+            what,
+            reason,
+            max,
+            open: AtomicUsize::new(0),
+            refused: AtomicU64::new(0),
+            warned_ms: AtomicU64::new(0),
+        })
+    }
+
+    /// A slot, held by the response body until it ends; `None` at the cap (counted,
+    /// logged once per burst).
+    pub(super) fn take(self: &Arc<Self>) -> Option<PoolSlot> {
+        let taken = self
+            .open
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .is_ok();
+        if taken {
+            return Some(PoolSlot(self.clone()));
+        }
+        let refused = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
+        let now = crate::counters::now_ms().max(1);
+        let last = self.warned_ms.load(Ordering::Relaxed);
+        if (last == 0 || now.saturating_sub(last) >= WARN_EVERY_MS)
+            && self
+                .warned_ms
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            log::warn!(
+                "http: {} {} open, the most allowed; answering 503 to new ones ({refused} so \
+                 far, counted in sarcasmd_http_refused_total{{reason=\"{}\"}}; logged at most \
+                 once a minute)",
+                self.max,
+                self.what,
+                self.reason
+            );
+        }
+        None
+    }
+
+    pub(super) fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+}
+
+/// One slot of a [`Pool`]; given back when dropped.
+pub(super) struct PoolSlot(Arc<Pool>);
+impl Drop for PoolSlot {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// What SSE clients lost, attached to the run's drop registry.
@@ -84,38 +161,9 @@ impl Hub {
             refused_host: AtomicU64::new(0),
             refused_bad_request: AtomicU64::new(0),
             refusing: AtomicBool::new(false),
-            streams: AtomicUsize::new(0),
-            max_streams: cfg.stream_limit(),
-            refused_streams: AtomicU64::new(0),
-            refusing_streams: AtomicBool::new(false),
+            sse: Pool::new("SSE clients", "sse_limit", cfg.sse_limit()),
+            downloads: Pool::new("caption downloads", "download_limit", cfg.download_limit()),
         })
-    }
-
-    /// A slot for a response that stays open, or `None` at `http.max_streams` (counted,
-    /// logged once per burst). Held by the response body until it ends.
-    pub(super) fn open_stream(self: &Arc<Self>) -> Option<StreamGuard> {
-        let taken = self
-            .streams
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < self.max_streams).then_some(n + 1)
-            })
-            .is_ok();
-        if taken {
-            if self.refusing_streams.swap(false, Ordering::Relaxed) {
-                log::info!("http: accepting SSE clients and caption downloads again");
-            }
-            return Some(StreamGuard(self.clone()));
-        }
-        self.refused_streams.fetch_add(1, Ordering::Relaxed);
-        if !self.refusing_streams.swap(true, Ordering::Relaxed) {
-            log::warn!(
-                "http: {} streams open (http.max_streams: SSE clients and caption downloads); \
-                 answering 503 to new ones until some end (counted in \
-                 sarcasmd_http_refused_total{{reason=\"stream_limit\"}})",
-                self.max_streams
-            );
-        }
-        None
     }
 
     /// A final utterance event (already serialised).
@@ -205,14 +253,6 @@ impl Drop for ConnectionGuard<'_> {
     }
 }
 
-/// A response that stays open holds one of `http.max_streams` until it ends.
-pub(super) struct StreamGuard(pub(super) Arc<Hub>);
-impl Drop for StreamGuard {
-    fn drop(&mut self) {
-        self.0.streams.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
 /// Decrements the client count when a client's stream is dropped (disconnect).
 pub(super) struct ClientGuard(pub(super) Arc<Hub>);
 impl Drop for ClientGuard {
@@ -238,8 +278,11 @@ impl ListenerStats for Hub {
     fn idle_closed(&self) -> u64 {
         self.idle_closed.load(Ordering::Relaxed)
     }
-    fn refused_stream_limit(&self) -> u64 {
-        self.refused_streams.load(Ordering::Relaxed)
+    fn refused_sse_limit(&self) -> u64 {
+        self.sse.refused()
+    }
+    fn refused_download_limit(&self) -> u64 {
+        self.downloads.refused()
     }
     fn refused_bad_request(&self) -> u64 {
         self.refused_bad_request.load(Ordering::Relaxed)

@@ -18,10 +18,11 @@
 //! Connections: at most `max_connections` at once (SSE clients included). At the limit a
 //! new connection takes the slot of the oldest idle one (`slots.rs`); when every open
 //! connection is serving, the new one is closed at once, counted and logged once per
-//! burst. Responses that stay open (SSE clients, caption downloads) are capped on their
-//! own, below that (`max_streams`, 503 beyond it): however many clients hold streams,
-//! the remaining slots serve short requests or are idle and give way, so `/healthz`,
-//! `/metrics` and the overlay page always get through. A connection that has not sent a complete request head within
+//! burst. Responses that stay open are capped on their own (503 beyond), together below
+//! that: SSE clients at `max_sse_clients`, caption downloads at
+//! [`MAX_CAPTION_DOWNLOADS`]. However many clients hold them, the remaining slots serve
+//! short requests or are idle and give way, so `/healthz`, `/metrics` and the overlay
+//! page always get through. A connection that has not sent a complete request head within
 //! `header_timeout_ms` (idle keep-alive, or a client sending slowly) is closed. Caption
 //! files are streamed, never read whole, and never more than the rotation size; a client
 //! that leaves stops the read.
@@ -483,16 +484,16 @@ mod tests {
                 },
             ),
             (
-                "http.max_streams",
+                "http.max_sse_clients",
                 HttpConfig {
-                    max_streams: Some(64),
+                    max_sse_clients: Some(64),
                     ..Default::default()
                 },
             ),
             (
-                "http.max_streams",
+                "http.max_sse_clients",
                 HttpConfig {
-                    max_streams: Some(0),
+                    max_sse_clients: Some(0),
                     ..Default::default()
                 },
             ),
@@ -524,18 +525,25 @@ mod tests {
 
     #[test]
     fn streams_default_to_half_the_connections_and_stay_below_them() {
-        assert_eq!(HttpConfig::default().stream_limit(), 32);
+        let c = HttpConfig::default();
+        assert_eq!((c.sse_limit(), c.download_limit()), (32, 4));
         let c = HttpConfig {
             max_connections: 2,
             ..Default::default()
         };
-        assert_eq!((c.stream_limit(), c.validate()), (1, Ok(())));
+        assert_eq!(
+            (c.sse_limit(), c.download_limit(), c.validate()),
+            (1, 0, Ok(()))
+        );
         let c = HttpConfig {
             max_connections: 8,
-            max_streams: Some(7),
+            max_sse_clients: Some(5),
             ..Default::default()
         };
-        assert_eq!((c.stream_limit(), c.validate()), (7, Ok(())));
+        assert_eq!(
+            (c.sse_limit(), c.download_limit(), c.validate()),
+            (5, 2, Ok(()))
+        );
     }
 
     #[test]

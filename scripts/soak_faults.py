@@ -45,7 +45,7 @@ answered outside the instants a reload restarts the listener (those are reported
 apart); no panic; exit status 0.
 
   python3 scripts/soak_faults.py --duration-s 3600 --result docs/results/soak-faults.json
-  python3 scripts/soak_faults.py --duration-s 240 --hup-every-s 30 --interval-s 2   # smoke
+  python3 scripts/soak_faults.py --duration-s 300 --schedule-scale 0.3 --interval-s 2 --warmup-s 60   # smoke
 
 Needs ffmpeg, mosquitto, mosquitto-clients; standard library only.
 """
@@ -406,8 +406,9 @@ class Faults(threading.Thread):
         while t < a.duration_s / a.speed:
             plan.append((t, "hup"))
             t += a.hup_every_s
+        k = a.schedule_scale
         for start, every, kind in ((120, 300, "rm"), (240, 600, "restart"), (540, 600, "stall")):
-            t = start
+            t, every = start * k, every * k
             while t < a.duration_s / a.speed - 60:
                 plan.append((t, kind))
                 t += every
@@ -514,6 +515,8 @@ def main():
     ap.add_argument("--speed", type=float, default=1.0, help="x real time (default 1)")
     ap.add_argument("--hup-every-s", type=float, default=30.0)
     ap.add_argument("--interval-s", type=float, default=5.0)
+    ap.add_argument("--schedule-scale", type=float, default=1.0,
+                    help="multiply the fault schedule's times (0.25 for a short smoke run)")
     ap.add_argument("--warmup-s", type=float, default=300.0, help="wall seconds before the RSS baseline")
     ap.add_argument("--clips", default=os.path.join(soak.REPO, "..", "shared", "data", "speech"))
     ap.add_argument("--bin", default=os.path.join(soak.REPO, "target", "release", "sarcasmd"))

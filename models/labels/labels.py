@@ -18,8 +18,6 @@ and also on the three labels.
 """
 
 import argparse
-import gzip
-import hashlib
 import json
 import sys
 from collections import Counter, defaultdict

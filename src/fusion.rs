@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::extras::ExtrasHead;
 pub use crate::heads::{
-    Head, HeadError, HeadMeta, Pinning, DEFAULT_HEADS_DIR, PACKAGED_HEADS_DIR, TEXT_FEATURE_VERSION,
+    Head, HeadError, HeadMeta, OperatingPoint, Pinning, DEFAULT_HEADS_DIR, PACKAGED_HEADS_DIR,
+    TEXT_FEATURE_VERSION,
 };
 use crate::validate::{Problems, Validate};
 
@@ -33,6 +34,10 @@ pub struct FusionConfig {
     pub prior: f32,
     /// Directory holding `text_head`, `audio_head` and `fusion_head` (.onnx + .json).
     pub heads_dir: Option<PathBuf>,
+    /// A named operating point of the text head (`meeting`, `meeting_strict`): the
+    /// threshold comes from a false-flag budget measured on held-out meetings, not from
+    /// `threshold` and `prior` (which must then stay at their balanced defaults).
+    pub operating_point: Option<String>,
 }
 
 impl Default for FusionConfig {
@@ -41,6 +46,7 @@ impl Default for FusionConfig {
             threshold: 0.5,
             prior: 0.5,
             heads_dir: None,
+            operating_point: None,
         }
     }
 }
@@ -83,6 +89,19 @@ impl Validate for FusionConfig {
                 "fusion.prior",
                 "must be within [0.01, 0.99]: the expected share of sarcastic utterances (0.5 = balanced)",
             );
+        }
+        if let Some(op) = &self.operating_point {
+            if op.trim().is_empty() {
+                problems.push(
+                    "fusion.operating_point",
+                    "is empty: name one of the text head's operating points (e.g. \"meeting\") or leave it out",
+                );
+            } else if self.threshold != 0.5 || self.prior != 0.5 {
+                problems.push(
+                    "fusion.operating_point",
+                    "sets the threshold itself: leave fusion.threshold and fusion.prior at their defaults (0.5) with it",
+                );
+            }
         }
     }
 }
@@ -156,8 +175,11 @@ pub struct Fusion {
     /// MUStARD++ extras (emotions, sarcasm type, valence, arousal) from the text
     /// embedding: loaded with the text view when `extras_head.*` exist in the heads dir.
     pub extras: Option<ExtrasHead>,
-    /// The decision threshold in force: `fusion.threshold` moved by `fusion.prior`.
+    /// The decision threshold in force on `p_sarcastic`: `fusion.threshold` moved by
+    /// `fusion.prior`, or the fused score at the named operating point's text threshold.
     pub threshold: f32,
+    /// The operating point in force, when the config names one.
+    pub operating_point: Option<(String, OperatingPoint)>,
 }
 
 fn logit(p: f32) -> f32 {
@@ -198,7 +220,7 @@ impl Fusion {
         } else {
             None
         };
-        Ok(Self {
+        let mut f = Self {
             text,
             audio,
             video,
@@ -206,7 +228,68 @@ impl Fusion {
             weighted,
             extras,
             threshold: cfg.effective_threshold(),
-        })
+            operating_point: None,
+        };
+        if let Some(name) = &cfg.operating_point {
+            let op = f.resolve_operating_point(name, &dir)?;
+            f.threshold = op.1;
+            f.operating_point = Some((name.clone(), op.0));
+        }
+        Ok(f)
+    }
+
+    /// The named operating point of the text head and the threshold on `p_sarcastic`
+    /// it amounts to. It is measured on the text view, so it holds only while the fused
+    /// score moves with the text view alone: the fused score at the text threshold,
+    /// through the fusion head's own calibration (a monotone map of one view).
+    fn resolve_operating_point(
+        &self,
+        name: &str,
+        dir: &Path,
+    ) -> Result<(OperatingPoint, f32), HeadError> {
+        let use_err = |why: &str| HeadError::OperatingPointUse {
+            name: name.to_string(),
+            why: why.to_string(),
+        };
+        let text = self
+            .text
+            .as_ref()
+            .ok_or_else(|| use_err("the text view ([text] enabled = true)"))?;
+        if self.weighted
+            != (WeightedViews {
+                text: true,
+                audio: false,
+                video: false,
+            })
+        {
+            return Err(use_err(
+                "a fusion head that weighs the text view alone (it was measured on the text view)",
+            ));
+        }
+        let op = text
+            .meta
+            .operating_points
+            .get(name)
+            .cloned()
+            .ok_or_else(|| HeadError::OperatingPoint {
+                path: dir.join("text_head.json"),
+                name: name.to_string(),
+                available: if text.meta.operating_points.is_empty() {
+                    "it has none".into()
+                } else {
+                    text.meta
+                        .operating_points
+                        .keys()
+                        .map(String::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                },
+            })?;
+        if !(op.text_threshold > 0.0 && op.text_threshold < 1.0) {
+            return Err(use_err("a text threshold within (0, 1) in text_head.json"));
+        }
+        let fused = self.run_head(Some(op.text_threshold), None, None)?;
+        Ok((op, fused))
     }
 
     /// The served fused score: the fusion head over the weighted views that are
@@ -283,6 +366,7 @@ mod tests {
             training: serde_json::Value::Null,
             metrics: serde_json::Value::Null,
             weighted_views: weighted.map(|w| w.iter().map(|s| s.to_string()).collect()),
+            operating_points: Default::default(),
         }
     }
 
@@ -292,7 +376,7 @@ mod tests {
             FusionConfig {
                 threshold,
                 prior,
-                heads_dir: None,
+                ..FusionConfig::default()
             }
             .effective_threshold()
         };
@@ -316,6 +400,16 @@ mod tests {
         assert!(c.validate().is_err());
         c.prior = 0.1;
         assert!(c.validate().is_ok());
+        let mut c = FusionConfig {
+            operating_point: Some("meeting".into()),
+            ..FusionConfig::default()
+        };
+        assert!(c.validate().is_ok());
+        c.prior = 0.3;
+        assert_eq!(c.validate().unwrap_err().field, "fusion.operating_point");
+        c.prior = 0.5;
+        c.operating_point = Some(" ".into());
+        assert_eq!(c.validate().unwrap_err().field, "fusion.operating_point");
         let old: FusionConfig = toml::from_str("threshold = 0.6\n").unwrap();
         assert_eq!(old.prior, 0.5);
         assert!((old.effective_threshold() - 0.6).abs() < 1e-6);

@@ -572,6 +572,33 @@ fn overlay_shows_live_captions_and_reconnects_after_a_daemon_restart() {
             assert!(l["badge"].is_null(), "{l}");
         }
     }
+    // The corner box holds the run's three highest-scored lines, flagged or not, best first.
+    let moments = browser
+        .execute(
+            "return Array.from(document.querySelectorAll('#moments .moment')).map(m => ({
+               id: +m.dataset.id, score: m.querySelector('.score').textContent,
+               text: m.querySelector('.text').textContent}))",
+            vec![],
+        )
+        .unwrap();
+    let mut best: Vec<&serde_json::Value> = evs
+        .iter()
+        .filter(|e| e["p_sarcastic"].is_number() && e["revises"].is_null())
+        .collect();
+    best.sort_by(|a, b| {
+        b["p_sarcastic"]
+            .as_f64()
+            .unwrap()
+            .total_cmp(&a["p_sarcastic"].as_f64().unwrap())
+    });
+    let moments = moments.as_array().unwrap();
+    assert_eq!(moments.len(), best.len().min(3), "{moments:?}");
+    for (m, ev) in moments.iter().zip(&best) {
+        assert_eq!(m["id"], ev["id"], "{moments:?}");
+        let pct = (ev["p_sarcastic"].as_f64().unwrap() * 100.0).round();
+        assert_eq!(m["score"], format!("{pct}%"));
+        assert_eq!(m["text"], ev["transcript"]);
+    }
     assert!(
         events(&d.path().join("a.jsonl"))
             .iter()

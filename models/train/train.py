@@ -278,10 +278,11 @@ def text_keys(rows):
     return sorted({hashlib.sha256(t.encode()).hexdigest()[:8] for t in (data.norm_text(r["text"]) for r in rows) if t})
 
 
-def write_head(out_dir, name, model, feature_version, training, metrics, version):
+def write_head(out_dir, name, model, feature_version, training, metrics, version, extra=None):
+    """`extra`: further top-level metadata (a text head's `operating_points`)."""
     sha, d = export_lr(os.path.join(out_dir, f"{name}.onnx"), model)
     meta = {"name": name, "version": version, "feature_version": feature_version, "input_dim": d,
-            "onnx_sha256": sha, "training": training, "metrics": metrics}
+            "onnx_sha256": sha, "training": training, "metrics": metrics, **(extra or {})}
     with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
         json.dump(meta, f, indent=2, sort_keys=True)
         f.write("\n")

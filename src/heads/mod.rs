@@ -14,6 +14,7 @@
 mod graph;
 pub mod lock;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -92,6 +93,14 @@ pub enum HeadError {
         expected: usize,
         got: usize,
     },
+    #[error("{path}: fusion.operating_point `{name}` is not one of this text head's operating points ({available}); use one of them, or leave it out for the balanced threshold")]
+    OperatingPoint {
+        path: PathBuf,
+        name: String,
+        available: String,
+    },
+    #[error("fusion.operating_point `{name}` needs {why}")]
+    OperatingPointUse { name: String, why: String },
     #[error("head `{name}` failed: {reason}")]
     Run { name: String, reason: String },
 }
@@ -118,6 +127,24 @@ pub struct HeadMeta {
     /// rule): every view is weighted.
     #[serde(default)]
     pub weighted_views: Option<Vec<String>>,
+    /// Text head only: named operating points for rooms where sarcasm is rare. Each is a
+    /// threshold on the text view's probability set from a stated false-flag budget on
+    /// held-out meetings (`models/train/text_head_meetings.py`), so it moves with the
+    /// head it was measured on; `fusion.operating_point` picks one by name.
+    #[serde(default)]
+    pub operating_points: BTreeMap<String, OperatingPoint>,
+}
+
+/// One named operating point of a text head (`HeadMeta::operating_points`).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+pub struct OperatingPoint {
+    /// Flag when the text view's probability is at least this.
+    pub text_threshold: f32,
+    /// The false-flag budget it was set from, in words ("at most 1 % of plain meeting lines").
+    pub budget: String,
+    /// What it measured on the held-out meetings (plain lines flagged, recall, ...).
+    #[serde(default)]
+    pub measured_oof: serde_json::Value,
 }
 
 /// `input_dim` within `1..=MAX_INPUT_DIM`; larger values (`18446744073709551615`

@@ -178,7 +178,14 @@ impl Engine {
                     w.names().join(" + ")
                 );
             }
-            if (f.threshold - cfg.fusion.threshold).abs() > 1e-6 {
+            if let Some((name, op)) = &f.operating_point {
+                log::info!(
+                    "fusion: operating point `{name}` ({}): flag from p_sarcastic {:.3} (text view {:.3})",
+                    op.budget,
+                    f.threshold,
+                    op.text_threshold
+                );
+            } else if (f.threshold - cfg.fusion.threshold).abs() > 1e-6 {
                 log::info!(
                     "fusion: prior {} moves the threshold from {} to {:.3}",
                     cfg.fusion.prior,

@@ -592,6 +592,7 @@ pub fn render_html(m: &Meeting) -> String {
             "drops"
         ),
     );
+    body.push_str(&super::moments::moments_section(m));
     body.push_str("<section id=\"timeline\"><h2>Timeline</h2>\n");
     body.push_str(
         "<p class=\"legend\">Each box is an utterance, coloured by <code>p_sarcastic</code> \

@@ -21,8 +21,10 @@
 //! this command allocate gigabytes or loop without end.
 
 mod html;
+mod moments;
 
 pub use html::{clock, escape, render_html, score_colour};
+pub use moments::{top_moments, TOP_MOMENTS};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -388,6 +390,28 @@ mod tests {
         assert_eq!(m.missing_between(2), (6.5, 12.0));
         assert_eq!(m.latency("total").max, 263.0);
         assert_eq!(m.span_s(), 13.0);
+    }
+
+    #[test]
+    fn the_most_likely_moments_are_the_top_scores_flagged_or_not() {
+        let text = [
+            utt(0, 1.0, 2.0, "Good morning.", 0.10),
+            utt(1, 3.0, 4.0, "Lovely, the projector died.", 0.45),
+            utt(2, 5.0, 6.0, "Next item.", 0.05),
+            utt(3, 7.0, 8.0, "Great, another meeting.", 0.62),
+            utt(4, 9.0, 10.0, "Thanks.", 0.45),
+        ]
+        .join("\n");
+        let m = Meeting::parse("m", Path::new("m"), &text).unwrap();
+        let top: Vec<u64> = top_moments(&m, 3).iter().map(|u| u.id).collect();
+        // Ties keep the earlier line first; unflagged lines (p < 0.5) still count.
+        assert_eq!(top, vec![3, 1, 4]);
+        let page = render_html(&m);
+        let section = &page[page.find("id=\"moments\"").unwrap()..];
+        let section = &section[..section.find("</section>").unwrap()];
+        assert_eq!(section.matches("<tr class=\"moment").count(), 5);
+        assert!(section.contains("href=\"#u-3\""), "{section}");
+        assert!(section.find("u-3").unwrap() < section.find("u-1").unwrap());
     }
 
     #[test]

@@ -225,6 +225,21 @@ pub struct StepAt {
     pub last_gap: Option<(u64, u64)>,
 }
 
+/// When a step's decode is abandoned midway (whisper.cpp asks between graph steps).
+#[derive(Clone, Copy)]
+pub struct GiveUp<'a> {
+    /// The length (s) of the step's pause once speech has resumed after it. A
+    /// speculative decode is abandoned then, unless it may still be committed (a long
+    /// enough pause after enough speech): the utterance did not end there, and the
+    /// analyser is needed for the next pause.
+    pub pause_ended: &'a dyn Fn() -> Option<f64>,
+    /// A regular step's decode (only captions wait on it) is abandoned as soon as this
+    /// says something more urgent waits: a pause began (its decode may be the final
+    /// transcript) or a finished utterance is queued. Otherwise the event waits for a
+    /// whole decode of up to 15 s of audio that nobody needs any more.
+    pub superseded: &'a dyn Fn() -> bool,
+}
+
 /// What one streaming step produced (interim captions).
 #[derive(Debug, Clone)]
 pub struct StepResult {
@@ -329,14 +344,7 @@ impl StreamingAsr {
     /// A step on the utterance in progress; `audio` runs from `at.audio_start` to now.
     /// `speculative`: the VAD has just heard a pause. `want_text`: interim captions are
     /// on (otherwise regular steps decode only when the uncommitted stretch is long).
-    /// `pause_ended`: the length (s) of this step's pause once speech has resumed after
-    /// it. A speculative decode is abandoned then, unless it may still be committed
-    /// (a long enough pause after enough speech): the utterance did not end there, and
-    /// the analyser is needed for the next pause. `superseded`: a regular step's
-    /// decode (only captions wait on it) is abandoned as soon as this says something
-    /// more urgent waits: a pause began (its decode may be the final transcript) or a
-    /// finished utterance is queued. Otherwise the event waits for a whole decode of
-    /// up to 15 s of audio that nobody needs any more.
+    /// `give_up` says when a decode under way is no longer wanted.
     pub fn step(
         &mut self,
         asr: &mut AsrStream,
@@ -344,9 +352,12 @@ impl StreamingAsr {
         audio: &[f32],
         speculative: bool,
         want_text: bool,
-        pause_ended: &dyn Fn() -> Option<f64>,
-        superseded: &dyn Fn() -> bool,
+        give_up: &GiveUp,
     ) -> Result<Option<StepResult>, AsrError> {
+        let GiveUp {
+            pause_ended,
+            superseded,
+        } = *give_up;
         self.enter(at.id, at.audio_start);
         let audio_end = at.audio_start + audio.len() as u64;
         self.commit_speculation(at.id, at.last_gap);

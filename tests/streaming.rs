@@ -191,7 +191,10 @@ fn a_pause_inside_a_turn_is_committed_and_the_turn_keeps_its_words() {
     let second = speak(SENTENCES[1].0, SENTENCES[1].1);
     let (a, b) = speech_bounds(&first);
     let (c, d) = speech_bounds(&second);
-    assert!((b - a) as f64 / RATE as f64 >= 3.0, "the first sentence is long enough to commit");
+    assert!(
+        (b - a) as f64 / RATE as f64 >= 3.0,
+        "the first sentence is long enough to commit"
+    );
     let mut samples = silence(0.6);
     samples.extend_from_slice(&first[a..b]);
     samples.extend(silence(0.4));

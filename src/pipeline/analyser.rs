@@ -219,8 +219,10 @@ fn run_step(
         &req.audio,
         req.speculative,
         partials_on,
-        &pause_ended,
-        &superseded,
+        &crate::streaming::GiveUp {
+            pause_ended: &pause_ended,
+            superseded: &superseded,
+        },
     )?;
     counters.stream_steps_superseded.fetch_add(
         st.superseded_decodes() - superseded_before,

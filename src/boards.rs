@@ -34,7 +34,10 @@ pub const MEASURED: &[Measured] = &[
     // the budget, 0 audio drops, drained 0.7 s after the input ended, 0.50 CPU-s per
     // audio-s of the 0.99-CPU quota, peak RSS 406 MB. Re-run on 5f3bc81 on an Intel Xeon
     // host (slower cores, 1.63-CPU quota): p95 2304 ms, 11 over, 0 drops; the larger p95
-    // is kept.
+    // is kept. That Xeon run was never throttled (0 of 18,015 periods), nor was issue 36's
+    // on a 2-core Zen 4 (1.82-CPU quota, p95 1863 ms at that host's speed): neither
+    // emulated a Pi 5 (docs/boards.md). The one valid run is the first (28 % throttled),
+    // on a Zen 5 whose single core is faster than a Pi 5's, so this row is optimistic.
     Measured {
         board: "rpi5",
         model: "base-q8_0",
@@ -61,6 +64,9 @@ pub const MEASURED: &[Measured] = &[
     // 2 s, no camera): 237 events, p50 1122 ms, max 4623 ms, 0 audio drops, drained 2.0 s
     // after the input ended, 0.07 CPU-s per audio-s of the 0.16-CPU quota, peak RSS 257 MB.
     // Re-run on 5f3bc81 on an Intel Xeon host: p95 2234 ms, 0 drops; the larger p95 is kept.
+    // Both used a derived Pi 4 figure 35 % too fast. Issue 36, with the measured one (9295
+    // ms: 0.217 CPUs on a 2-core Zen 4, throttled in 4744 of 18047 periods) and its
+    // streaming changes: p95 1726 ms, 2 of 237 over, 0 audio drops.
     Measured {
         board: "rpi4",
         model: "tiny.en-q8_0",
@@ -69,7 +75,7 @@ pub const MEASURED: &[Measured] = &[
         final_threads: 0,
         latency_p95_ms: 2234,
         kept_up: true,
-        source: "emulated Pi 4, 30-min live meeting, 2026-11-25 (the larger p95 of two hosts), docs/boards.md",
+        source: "emulated Pi 4, 30-min live meeting, 2026-11-25 (the largest p95 of three runs), docs/boards.md",
     },
     // The Pi 4 profile as it was (2 threads, a step every 1 s), camera off: the daemon
     // fell behind at once (bench over a 3-min meeting at 1x: p95 40.8 s).

@@ -415,7 +415,7 @@ where
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_desc("asr: the decode after the endpoint, including a decode made at the pause still running then")
+        .x_desc("asr includes a pause's decode still running at the endpoint")
         .y_desc("ms")
         .y_label_formatter(&|v| format!("{v:.0}"))
         .label_style((FONT, 12))

@@ -364,9 +364,15 @@ pub(super) fn latency_section(m: &Meeting) -> String {
 /// so `queue` grows through the run: its latencies say how far behind a batch job was,
 /// not how late a flag comes in a room. The run summary tells: a paced run (live, or
 /// `--realtime`) takes at least the audio's length in wall time.
+fn faster_than_real_time(m: &Meeting) -> bool {
+    m.stats
+        .as_ref()
+        .is_some_and(|st| st.wall_s < 0.9 * st.audio_s)
+}
+
 pub(super) fn pace_note(m: &Meeting) -> String {
     match &m.stats {
-        Some(st) if st.wall_s < 0.9 * st.audio_s => format!(
+        Some(st) if faster_than_real_time(m) => format!(
             "<p id=\"latency-not-realtime\" class=\"warn\"><b>Not meaningful:</b> this run processed {:.1} s of audio in {:.1} s of wall time, faster than real time (<code>replay FILE</code> without <code>--realtime</code>). Utterances waited in the queue for the analyser, so the latencies below measure a batch job's backlog, not how late a flag comes in a room. Measure latency with <code>sarcasmd replay FILE --realtime</code>, a live source, or <code>sarcasmd bench</code>.</p>\n",
             st.audio_s, st.wall_s
         ),
@@ -571,7 +577,11 @@ pub fn render_html(m: &Meeting) -> String {
             } else {
                 "-".into()
             },
-            "latency p50 / p95",
+            if faster_than_real_time(m) {
+                "latency p50 / p95: not meaningful (faster than real time)"
+            } else {
+                "latency p50 / p95"
+            },
             "latency"
         ),
         card(m.gaps.len().to_string(), "source gaps", "gaps"),

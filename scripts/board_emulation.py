@@ -10,7 +10,14 @@ cgroup quota to the board's published whisper.cpp speed), in real time:
 
 Boards run side by side (their quotas add up to about half of a 2-core machine).
 Writes DIR/board-emulation.json and DIR/board-emulation.md (the tables for
-docs/boards.md). Needs root (cgroups), espeak-ng, a release build and the models.
+docs/boards.md), and per board DIR/BOARD/events-slim.jsonl (each live event's id, times,
+latency and transcript: small enough to commit beside the tables). Needs root (cgroups),
+espeak-ng, a release build and the models.
+
+A board whose quota would not be below this machine's CPUs is refused (emulate-board.sh
+exits 2: nothing would be slowed down). A run whose cgroup was never throttled
+(cpu.stat nr_throttled = 0) ran at this machine's speed: it is marked INVALID in the
+table and the JSON ("valid": false), and the script exits 3.
 
   python3 scripts/board_emulation.py --out /tmp/boards                     # 30 min each
   python3 scripts/board_emulation.py --out /tmp/boards --minutes 3 --bench-minutes 1   # smoke
@@ -81,13 +88,16 @@ def run_board(a, board, host_ms, bench_dir, meet_dir, res):
     r = res[board] = {"profile": os.path.relpath(os.path.join(a.profiles, f"{board}.toml"), REPO), "http_port": a.port_base + HTTP_PORT[board]}
     # 1. bench
     bj = os.path.join(w, "bench.json")
-    cmd = emulate(board, host_ms) + [a.bin, "bench", bench_dir, "--config", cfg, "--runs", "1", "--no-baseline", "--json", bj]
+    qj = os.path.join(w, "bench-quota.json")
+    cmd = emulate(board, host_ms, "--json", qj) + [a.bin, "bench", bench_dir, "--config", cfg, "--runs", "1", "--no-baseline", "--json", bj]
     log(board, "bench:", " ".join(cmd))
     with open(os.path.join(w, "bench.log"), "w") as lf:
         p = subprocess.run(cmd, stdout=lf, stderr=subprocess.STDOUT)
     r["bench_exit"] = p.returncode
     if os.path.exists(bj):
         r["bench"] = json.load(open(bj))
+    if os.path.exists(qj):
+        r["bench_quota"] = json.load(open(qj))
     # 2. the long meeting, live, through soak.py with the daemon inside the board's cgroup
     name = f"sarcasmd-emu-{board}-{os.getpid()}"  # one group per run: parallel runs must not share a quota
     wrapper = os.path.join(w, "sarcasmd-on-" + board)
@@ -107,6 +117,8 @@ def run_board(a, board, host_ms, bench_dir, meet_dir, res):
         log(board, f"live meeting failed (exit {p.returncode}):", open(os.path.join(w, "soak.log")).read()[-400:])
     st, cg = cpu_stat(name)
     r["cpu_stat"] = st
+    # Never throttled: the daemon ran at this machine's speed, not the board's.
+    r["valid"] = st.get("nr_throttled", 0) > 0 and (r.get("bench_quota") or {}).get("valid", False)
     if cg:
         try:
             os.rmdir(cg)
@@ -121,6 +133,10 @@ def run_board(a, board, host_ms, bench_dir, meet_dir, res):
         evs = [json.loads(l) for l in open(ev) if l.strip()]
         evs = [e for e in evs if e.get("type") == "utterance"]
         tot = [e["latency_ms"]["total"] for e in evs]
+        with open(os.path.join(w, "events-slim.jsonl"), "w") as f:
+            for e in evs:
+                f.write(json.dumps({k: e.get(k) for k in ("id", "start_s", "end_s", "latency_ms", "early_end", "revises",
+                                                         "text_shed", "transcript")}) + "\n")
         r["events"] = {"n": len(evs), "latency_total_ms": {"p50": pctl(tot, 50), "p95": pctl(tot, 95), "max": max(tot) if tot else None},
                        "text_shed": sum(1 for e in evs if e.get("text_shed")),
                        "asr_models": sorted({e["models"].get("asr", "") for e in evs}),
@@ -141,7 +157,7 @@ def table(res, host_ms, a):
          f"espeak-ng meetings: bench {a.bench_minutes} min, live {a.minutes} min; {time.strftime('%Y-%m-%d')}.", "",
          "| board (profile) | quota | bench p50 / p95 end of speech -> flag (ms) | live: events | live p50 / p95 / max (ms) | "
          "budget (ms) | over budget | audio drops | other drops | shedding steps taken | text shed | drain after input (s) | "
-         "CPU s per audio s | peak RSS (MB) | throttled periods |", "|" + "---|" * 15]
+         "CPU s per audio s | peak RSS (MB) | throttled periods (live; bench) | soak verdict | emulation |", "|" + "---|" * 17]
     for b, r in res.items():
         q = subprocess.run(emulate(b, host_ms, "--print")[:-1], capture_output=True, text=True).stderr.strip()
         quota = re.search(r"quota ([0-9.]+) CPUs", q)
@@ -154,6 +170,8 @@ def table(res, host_ms, a):
         drops = st.get("dropped", {})
         shed = st.get("shed", {})
         cs = r.get("cpu_stat", {})
+        bq = r.get("bench_quota") or {}
+        verdict = "PASS" if sm.get("pass") else "FAIL: " + ", ".join(k for k, ok in (sm.get("verdicts") or {}).items() if not ok)
         fmt = lambda x: "-" if x is None else f"{x:.0f}"  # noqa: E731
         L.append(f"| {b} ({r['profile']}) | {quota.group(1) if quota else '?'} CPUs | {bp} | {ev.get('n', '-')} | "
                  f"{fmt(lat.get('p50'))} / {fmt(lat.get('p95'))} / {fmt(lat.get('max'))} | {r.get('budget_ms', '-')} | "
@@ -161,7 +179,9 @@ def table(res, host_ms, a):
                  f"{sum(v for k, v in drops.items() if k not in RING_DROP_KEYS) if drops else '-'} | "
                  f"{shed_taken(shed)}; streaming steps shed {(st.get('streaming') or {}).get('steps_shed', '-')}, skipped busy {(st.get('streaming') or {}).get('steps_skipped_busy', '-')} | {ev.get('text_shed', '-')} | "
                  f"{sm.get('timing', {}).get('drain_after_eof_s', '-')} | {sm.get('timing', {}).get('cpu_s_per_audio_s', '-')} | "
-                 f"{st.get('peak_rss_mb', 0):.0f} | {cs.get('nr_throttled', '-')} of {cs.get('nr_periods', '-')} |")
+                 f"{st.get('peak_rss_mb', 0):.0f} | {cs.get('nr_throttled', '-')} of {cs.get('nr_periods', '-')}; "
+                 f"{bq.get('nr_throttled', '-')} of {bq.get('nr_periods', '-')} | {verdict} | "
+                 f"{'valid' if r.get('valid') else '**INVALID: never throttled, ran at host speed**'} |")
     return "\n".join(L) + "\n"
 
 
@@ -192,6 +212,10 @@ def main():
         if not m:
             sys.exit(f"board_emulation: host bench failed: {p.stderr}")
         host_ms = float(m.group(1))
+    for b in boards:  # refused before anything runs: a quota this host cannot enforce
+        p = subprocess.run(emulate(b, host_ms, "--print")[:-1], capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"board_emulation: {p.stderr.strip()}")
     log(f"host encoder bench: {host_ms} ms")
     bench_dir = meeting(os.path.join(a.out, f"meeting-{a.bench_minutes}min"), a.bench_minutes, 2)
     meet_dir = meeting(os.path.join(a.out, f"meeting-{a.minutes}min"), a.minutes, 1)
@@ -206,13 +230,21 @@ def main():
         txt = open(os.path.join(a.profiles, f"{b}.toml")).read()
         m = re.search(r"event_latency_ms\s*=\s*(\d+)", txt)
         res[b]["budget_ms"] = int(m.group(1)) if m else None
-    out = {"host_encode_ms": host_ms, "minutes": a.minutes, "bench_minutes": a.bench_minutes, "boards": res}
+    out = {"host_encode_ms": host_ms, "host_cpus": os.cpu_count(), "minutes": a.minutes, "bench_minutes": a.bench_minutes,
+           "date": time.strftime("%Y-%m-%d"), "commit": subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                                                                      capture_output=True, text=True).stdout.strip(),
+           "boards": res}
     with open(os.path.join(a.out, "board-emulation.json"), "w") as f:
         json.dump(out, f, indent=1)
     md = table(res, host_ms, a)
     with open(os.path.join(a.out, "board-emulation.md"), "w") as f:
         f.write(md)
     print(md)
+    invalid = [b for b in boards if not res[b].get("valid")]
+    if invalid:
+        log(f"INVALID emulation for {', '.join(invalid)}: the cgroup was never throttled, so it ran at this "
+            "machine's speed; its figures say nothing about the board")
+        sys.exit(3)
 
 
 if __name__ == "__main__":

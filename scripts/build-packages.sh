@@ -36,6 +36,15 @@ TRIPLE=aarch64-unknown-linux-gnu
 need_apt=()
 dpkg -s gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user dpkg-dev >/dev/null 2>&1 \
     || need_apt+=(gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user dpkg-dev)
+# What both architectures use: build-deb.sh runs dpkg-shlibdeps (dpkg-dev) for Depends:.
+setup_native() {
+    bash scripts/install-system-deps.sh
+    dpkg -s dpkg-dev >/dev/null 2>&1 && return 0
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q dpkg-dev \
+        || { echo "build-packages: apt-get install dpkg-dev failed" >&2; exit 2; }
+}
 setup_cross() {
     bash scripts/install-system-deps.sh
     local sudo=""
@@ -74,7 +83,7 @@ cross_env() {
     export STRIP_aarch64_linux_gnu=/usr/bin/aarch64-linux-gnu-strip OBJCOPY_aarch64_linux_gnu=/usr/bin/aarch64-linux-gnu-objcopy
 }
 
-if [ "$only" = amd64 ]; then bash scripts/install-system-deps.sh; else setup_cross; fi
+if [ "$only" = amd64 ]; then setup_native; else setup_cross; fi
 mkdir -p "$out"
 # GGML_NATIVE=OFF for both: ggml picks its SIMD code at compile time (build-deb.sh refuses a
 # -march=native whisper.cpp unless told otherwise). GGML_CPU_ARM_ARCH must stay unset for

@@ -15,7 +15,8 @@ What it measures
 Verdicts (exit 0 only if all pass, 1 otherwise, 2 on usage errors):
   RSS grows < 5 % after warm-up; no fd growth after warm-up; no drops (ring samples,
   utterances, events-file lines; best-effort interim `partials_*` skips are reported but
-  not judged). "No drops" only means something when the machine keeps up with --speed:
+  not judged); no event over the config's budget.event_latency_ms (the daemon's
+  budget_violations counter; always 0 without a budget). "No drops" only means something when the machine keeps up with --speed:
   the achieved speed, the drain time after end of input and the load average are printed.
 
 How it works
@@ -1319,6 +1320,10 @@ def summarise(a, rows, feeder, meta, stats, events, log_counts, rc, t_proc0, t_e
         # compares the two baselines taken with no client connected (see Conductor).
         v["fds_back_to_baseline"] = outputs["verdicts"]["fds_back_to_baseline"]
     v["no_drops"] = bool(stats) and s["drops"]["judged_total"] == 0
+    # Events later than the config's budget.event_latency_ms (the daemon counts them; 0
+    # without a budget): a run that kept up but flagged late did not pass.
+    s["budget_violations"] = (stats or {}).get("budget_violations")
+    v["within_budget"] = bool(stats) and s["budget_violations"] == 0
     v["daemon_exit_0"] = rc == 0
     if outputs is not None:
         v["mqtt_every_event"] = outputs["verdicts"]["mqtt_every_event"]
@@ -1440,6 +1445,9 @@ def print_summary(s):
           f"(end {e.get('fds')} vs warm-up {w.get('fds')}, no client connected at either)")
     p(f"verdict        drops == 0:                      {pf(v['no_drops'])} "
       f"(at {fmt(t['speed_end_to_end'], '.2f')}x achieved, target {t['speed_target']:g}x)")
+    if "within_budget" in v:
+        p(f"verdict        events over budget == 0:         {pf(v['within_budget'])} "
+          f"({s.get('budget_violations')} over budget.event_latency_ms)")
     p(f"verdict        daemon exit status 0:            {pf(v['daemon_exit_0'])} (got {s['exit_code']})")
     if o:
         mq = o["mqtt"]

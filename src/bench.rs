@@ -277,6 +277,15 @@ pub struct ClipResult {
     pub clip: String,
     /// Null when no event covered the clip.
     pub latency_ms: Option<f64>,
+    /// Seconds of speech in the clip (to its end of speech): latency grows with it.
+    pub speech_s: f64,
+    /// The clip's last event's own stage times (`latency_ms` of the event: from the
+    /// VAD's end of speech), where the latency above went.
+    pub event_latency_ms: Option<crate::event::LatencyMs>,
+    /// That event was ended by the sentence-end shortcut.
+    pub early_end: bool,
+    /// Events that stand for the clip (revised ones left out).
+    pub events: usize,
     pub reference: Option<String>,
     pub transcript: String,
 }
@@ -401,6 +410,7 @@ pub fn run_once(
 
     let n = clips.len();
     let mut last_event: Vec<Option<usize>> = vec![None; n];
+    let mut events_per_clip: Vec<usize> = vec![0; n];
     let mut texts: Vec<Vec<String>> = vec![Vec::new(); n];
     // An early-ended event that a later one revises is not the clip's final word: its
     // speech is in the revising event's transcript too.
@@ -419,6 +429,7 @@ pub fn run_once(
             continue;
         }
         last_event[k - 1] = Some(i);
+        events_per_clip[k - 1] += 1;
         if let Some(t) = &ev.transcript {
             texts[k - 1].push(t.clone());
         }
@@ -429,9 +440,13 @@ pub fn run_once(
     let mut per_clip = Vec::with_capacity(n);
     for (k, le) in last_event.iter().enumerate() {
         let mut clip_latency = None;
+        let mut stages = None;
+        let mut early_end = false;
         match le {
             Some(i) => {
                 let (ev, at) = &sink.events[*i];
+                stages = Some(ev.latency_ms.clone());
+                early_end = ev.early_end;
                 let emitted_s = at.duration_since(t0).as_secs_f64();
                 let l = (emitted_s - stream.speech_end_s[k]) * 1e3;
                 clip_latency = Some(l);
@@ -446,6 +461,10 @@ pub fn run_once(
         per_clip.push(ClipResult {
             clip: clips[k].name.clone(),
             latency_ms: clip_latency,
+            speech_s: clips[k].speech_end_s,
+            event_latency_ms: stages,
+            early_end,
+            events: events_per_clip[k],
             reference: clips[k].reference.clone(),
             transcript: texts[k].join(" "),
         });

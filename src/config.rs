@@ -299,16 +299,19 @@ impl Config {
         Ok(cfg)
     }
 
-    /// Budgets this profile's board cannot meet with its models (`crate::boards`);
-    /// warnings, not errors: the daemon runs and counts the violations.
+    /// Budgets this profile cannot meet: below its own hangover, or below what its board
+    /// was measured to deliver with the nearest settings (`crate::boards`); warnings, not
+    /// errors: the daemon runs and counts the violations.
     pub fn board_warnings(&self) -> Vec<String> {
-        crate::boards::budget_warnings(
-            &self.budget.board,
-            &self.asr.model,
-            self.asr.stream_step_ms,
-            self.asr.threads,
-            self.budget.event_latency_ms,
-        )
+        crate::boards::budget_warnings(&crate::boards::ProfileSettings {
+            board: &self.budget.board,
+            model: &self.asr.model,
+            stream_step_ms: self.asr.stream_step_ms,
+            threads: self.asr.threads,
+            final_threads: self.asr.final_threads,
+            event_latency_ms: self.budget.event_latency_ms,
+            hangover_ms: self.segment.hangover_ms,
+        })
     }
 
     /// Every problem in the file, in the order of its sections.

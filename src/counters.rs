@@ -29,6 +29,9 @@ pub struct Counters {
     pub stream_steps_stale: AtomicU64,
     /// Speculative decodes abandoned midway because speech resumed after their pause.
     pub stream_steps_abandoned: AtomicU64,
+    /// Regular steps' decodes (captions only) abandoned for a pause's decode or a
+    /// finished utterance.
+    pub stream_steps_superseded: AtomicU64,
     /// Final transcripts taken from the speculative decode at the pause (no decode
     /// after the endpoint).
     pub speculative_finals: AtomicU64,
@@ -36,6 +39,11 @@ pub struct Counters {
     /// because the speaker went on within the full hangover (a revising event follows).
     pub early_ends: AtomicU64,
     pub reopened_after_early_end: AtomicU64,
+    /// Reopened utterances that went on from the early end's decode (its words are
+    /// committed when its pause was long enough) instead of starting again.
+    pub reopened_carried_over: AtomicU64,
+    /// Pause decodes committed: their audio is never decoded again.
+    pub stream_commits: AtomicU64,
     /// Long utterances that got only the audio view because the analyser was behind.
     pub text_shed: AtomicU64,
     pub ring_fill_samples: AtomicU64,

@@ -409,7 +409,7 @@ impl Collector for LiveCollector {
         family(
             &mut enc,
             "stream_steps",
-            "Streaming recognition steps by outcome: decoded, skipped while the analyser was busy, shed while finished utterances waited, or stale",
+            "Streaming recognition steps by outcome: decoded, skipped while the analyser was busy, shed while finished utterances waited, stale, abandoned (a pause's decode when speech resumed) or superseded (a captions-only decode that gave way to a pause's decode or a finished utterance)",
             MetricType::Counter,
             "outcome",
             &[
@@ -417,6 +417,8 @@ impl Collector for LiveCollector {
                 ("skipped_busy", get(&c.stream_steps_skipped_busy) as f64),
                 ("shed_backlog", get(&c.stream_steps_shed) as f64),
                 ("stale", get(&c.stream_steps_stale) as f64),
+                ("abandoned", get(&c.stream_steps_abandoned) as f64),
+                ("superseded", get(&c.stream_steps_superseded) as f64),
             ],
         )?;
         family(

@@ -25,6 +25,8 @@
 //! everyone, Good morning everyone, ..."). Each decode runs with Whisper's encoder
 //! trimmed to the audio it is given.
 
+use std::time::Instant;
+
 use crate::asr::{AsrError, AsrSegment, AsrStream, AsrWord, Transcript, Urgency};
 use crate::audio::PIPELINE_RATE_HZ;
 use crate::words::normalise_word;
@@ -40,6 +42,12 @@ const MIN_STEP_SAMPLES: usize = PIPELINE_RATE_HZ as usize / 2;
 /// sentence also leave Whisper too little context on either side (measured with 90 ms:
 /// 19 % WER on a 2-minute espeak meeting where one-shot decoding had 11 %).
 pub const MIN_COMMIT_PAUSE_S: f64 = 0.25;
+
+/// A shorter pause is a commit point too when the decode up to it ends a sentence: the
+/// VAD measures espeak's ~300 ms sentence pauses as 224 or 288 ms, and a turn of two
+/// sentences was otherwise decoded whole at its end (~6.5 s of audio: ~0.8 s on a 2-core
+/// Zen 4 host). 3-minute espeak meeting: p95 607 -> 552 ms, WER 11.0 % both (one run each).
+pub const MIN_SENTENCE_COMMIT_PAUSE_S: f64 = 0.2;
 
 /// Audio before a pause must be this long to be committed: Whisper decodes a short
 /// fragment badly without the speech around it, so it is decoded again with more.
@@ -167,6 +175,9 @@ pub fn words_text(words: &[AsrWord]) -> String {
 #[derive(Debug, Clone)]
 struct Speculation {
     id: u64,
+    /// The utterance's audio starts here (stream sample): a reopened utterance starts
+    /// where the one it continues did.
+    audio_start: u64,
     /// The audio it decoded ended here (stream sample), inside the pause.
     audio_end: u64,
     /// Where the pause began (end of the speech decoded).
@@ -178,6 +189,9 @@ struct Speculation {
     words: Vec<AsrWord>,
     /// The final transcript if the utterance ends at this pause.
     transcript: Transcript,
+    /// When its decode finished: an utterance that waited for it after its endpoint
+    /// waited for its own transcript (`final_decoded_at`).
+    decoded_at: Instant,
 }
 
 /// Per-stream streaming state around one Whisper decoder state.
@@ -185,7 +199,18 @@ pub struct StreamingAsr {
     utterance: Option<u64>,
     agreement: LocalAgreement,
     speculation: Option<Speculation>,
+    /// The state of the last utterance whose final was its speculative decode, kept
+    /// in case the segmenter reopens it (an early end the speaker went on after): the
+    /// reopened utterance then goes on from it, and the decode at that pause may be
+    /// committed like any other pause's, instead of decoding the whole turn again.
+    ended: Option<(LocalAgreement, Speculation)>,
+    /// When the decode behind the last final from [`finish`](Self::finish) ended, if it
+    /// was a speculative one (made before the endpoint, maybe still running after it).
+    final_decoded_at: Option<Instant>,
     abandoned: u64,
+    superseded: u64,
+    carried: u64,
+    commits: u64,
 }
 
 /// Where a step's audio sits in the stream, and what the VAD knows about the
@@ -195,8 +220,24 @@ pub struct StepAt {
     pub id: u64,
     pub audio_start: u64,
     pub speech_end: u64,
-    /// The latest finished pause: (start sample, length in samples).
+    /// A finished pause: (start sample, length in samples); the one after the speech of
+    /// the last speculative step when it has finished (see `StepRequest::last_gap`).
     pub last_gap: Option<(u64, u64)>,
+}
+
+/// When a step's decode is abandoned midway (whisper.cpp asks between graph steps).
+#[derive(Clone, Copy)]
+pub struct GiveUp<'a> {
+    /// The length (s) of the step's pause once speech has resumed after it. A
+    /// speculative decode is abandoned then, unless it may still be committed (a long
+    /// enough pause after enough speech): the utterance did not end there, and the
+    /// analyser is needed for the next pause.
+    pub pause_ended: &'a dyn Fn() -> Option<f64>,
+    /// A regular step's decode (only captions wait on it) is abandoned as soon as this
+    /// says something more urgent waits: a pause began (its decode may be the final
+    /// transcript) or a finished utterance is queued. Otherwise the event waits for a
+    /// whole decode of up to 15 s of audio that nobody needs any more.
+    pub superseded: &'a dyn Fn() -> bool,
 }
 
 /// What one streaming step produced (interim captions).
@@ -220,7 +261,12 @@ impl StreamingAsr {
             utterance: None,
             agreement: LocalAgreement::new(0),
             speculation: None,
+            ended: None,
+            final_decoded_at: None,
             abandoned: 0,
+            superseded: 0,
+            carried: 0,
+            commits: 0,
         }
     }
 
@@ -229,11 +275,41 @@ impl StreamingAsr {
         self.abandoned
     }
 
+    /// Regular steps' decodes abandoned for something more urgent (see [`step`](Self::step)).
+    pub fn superseded_decodes(&self) -> u64 {
+        self.superseded
+    }
+
+    /// Reopened utterances that went on from the early end's decode (see `ended`).
+    pub fn carried_over(&self) -> u64 {
+        self.carried
+    }
+
+    /// When the speculative decode that became the last final ended (`None` when the
+    /// last final was decoded in [`finish`](Self::finish) itself).
+    pub fn final_decoded_at(&self) -> Option<Instant> {
+        self.final_decoded_at
+    }
+
+    /// Pause decodes committed (their audio is not decoded again).
+    pub fn commits(&self) -> u64 {
+        self.commits
+    }
+
     fn enter(&mut self, id: u64, audio_start: u64) {
         if self.utterance != Some(id) {
             self.utterance = Some(id);
             self.agreement = LocalAgreement::new(audio_start);
             self.speculation = None;
+            // A later utterance that starts where the early-ended one did is that one
+            // reopened (ids only grow; a new turn starts after the old one's audio).
+            if let Some((agreement, sp)) = self.ended.take() {
+                if sp.id < id && sp.audio_start == audio_start {
+                    self.agreement = agreement;
+                    self.speculation = Some(Speculation { id, ..sp });
+                    self.carried += 1;
+                }
+            }
         }
     }
 
@@ -247,22 +323,28 @@ impl StreamingAsr {
             Some((at, len)) if at == sp.speech_end => len as f64 / RATE,
             _ => 0.0,
         };
-        if sp.id == id
-            && pause_s >= MIN_COMMIT_PAUSE_S
+        let commit = sp.id == id
             && sp.seconds >= MIN_COMMIT_CHUNK_S
             && !sp.guarded
-        {
+            && (pause_s >= MIN_COMMIT_PAUSE_S
+                || (pause_s >= MIN_SENTENCE_COMMIT_PAUSE_S && sp.ends_sentence()));
+        log::debug!(
+            "utterance {id}: the decode at the pause after {:.2} s ({:.2} s of audio) and a {:.0} ms pause: {}",
+            sp.speech_end as f64 / RATE,
+            sp.seconds,
+            pause_s * 1e3,
+            if commit { "committed" } else { "not committed" }
+        );
+        if commit {
             self.agreement.commit_all(sp.words, sp.audio_end);
+            self.commits += 1;
         }
     }
 
     /// A step on the utterance in progress; `audio` runs from `at.audio_start` to now.
     /// `speculative`: the VAD has just heard a pause. `want_text`: interim captions are
     /// on (otherwise regular steps decode only when the uncommitted stretch is long).
-    /// `pause_ended`: the length (s) of this step's pause once speech has resumed after
-    /// it. A speculative decode is abandoned then, unless it may still be committed
-    /// (a long enough pause after enough speech): the utterance did not end there, and
-    /// the analyser is needed for the next pause.
+    /// `give_up` says when a decode under way is no longer wanted.
     pub fn step(
         &mut self,
         asr: &mut AsrStream,
@@ -270,8 +352,12 @@ impl StreamingAsr {
         audio: &[f32],
         speculative: bool,
         want_text: bool,
-        pause_ended: &dyn Fn() -> Option<f64>,
+        give_up: &GiveUp,
     ) -> Result<Option<StepResult>, AsrError> {
+        let GiveUp {
+            pause_ended,
+            superseded,
+        } = *give_up;
         self.enter(at.id, at.audio_start);
         let audio_end = at.audio_start + audio.len() as u64;
         self.commit_speculation(at.id, at.last_gap);
@@ -288,12 +374,14 @@ impl StreamingAsr {
             // Whisper on padding alone invents words).
             self.speculation = Some(Speculation {
                 id: at.id,
+                audio_start: at.audio_start,
                 audio_end,
                 speech_end: at.speech_end,
                 seconds,
                 guarded: false,
                 words: Vec::new(),
                 transcript: join(self.agreement.committed(), Transcript::default(), from),
+                decoded_at: Instant::now(),
             });
             return Ok(None);
         }
@@ -309,7 +397,7 @@ impl StreamingAsr {
         let tr = if speculative {
             let useless = || {
                 pause_ended().is_some_and(|pause_s| {
-                    pause_s < MIN_COMMIT_PAUSE_S || seconds < MIN_COMMIT_CHUNK_S
+                    pause_s < MIN_SENTENCE_COMMIT_PAUSE_S || seconds < MIN_COMMIT_CHUNK_S
                 })
             };
             match asr.transcribe_unless(&audio[off..], true, urgency, &useless)? {
@@ -320,7 +408,13 @@ impl StreamingAsr {
                 }
             }
         } else {
-            asr.transcribe_with(&audio[off..], true, urgency)?
+            match asr.transcribe_unless(&audio[off..], true, urgency, superseded)? {
+                Some(tr) => tr,
+                None => {
+                    self.superseded += 1;
+                    return Ok(None);
+                }
+            }
         };
         let guarded = !tr.guards.is_empty();
         let mut hypothesis = absolute_words(&tr, from);
@@ -329,12 +423,14 @@ impl StreamingAsr {
         if speculative {
             self.speculation = Some(Speculation {
                 id: at.id,
+                audio_start: at.audio_start,
                 audio_end,
                 speech_end: at.speech_end,
                 seconds,
                 guarded,
                 words: hypothesis.clone(),
                 transcript: join(self.agreement.committed(), tr.clone(), from),
+                decoded_at: Instant::now(),
             });
             self.agreement.update(hypothesis, audio_end, None);
         } else {
@@ -363,9 +459,14 @@ impl StreamingAsr {
     ) -> Result<(Transcript, bool), AsrError> {
         self.enter(id, audio_start);
         self.utterance = None;
+        self.ended = None;
+        self.final_decoded_at = None;
         if let Some(sp) = self.speculation.take() {
             if sp.id == id && sp.audio_end >= speech_end && !sp.guarded {
-                return Ok((sp.transcript, true));
+                let transcript = sp.transcript.clone();
+                self.final_decoded_at = Some(sp.decoded_at);
+                self.ended = Some((self.agreement.clone(), sp));
+                return Ok((transcript, true));
             }
         }
         let audio_end = audio_start + audio.len() as u64;
@@ -385,15 +486,22 @@ impl StreamingAsr {
     }
 }
 
+impl Speculation {
+    /// The decode ends with a finished sentence and no hallucination guard fired on it.
+    fn ends_sentence(&self) -> bool {
+        let t = self.transcript.text.trim_end();
+        // "..." is Whisper's mark for speech trailing off, not a finished sentence.
+        !self.guarded && t.ends_with(['.', '?', '!']) && !t.ends_with("...")
+    }
+}
+
 impl StreamingAsr {
     /// Whether the decode made at the current pause of utterance `id` ends with a
     /// finished sentence (and no hallucination guard fired on it).
     pub fn speculation_ends_sentence(&self, id: u64) -> bool {
-        self.speculation.as_ref().is_some_and(|s| {
-            let t = s.transcript.text.trim_end();
-            // "..." is Whisper's mark for speech trailing off, not a finished sentence.
-            s.id == id && !s.guarded && t.ends_with(['.', '?', '!']) && !t.ends_with("...")
-        })
+        self.speculation
+            .as_ref()
+            .is_some_and(|s| s.id == id && s.ends_sentence())
     }
 
     /// Drop words of a decode that repeat the committed end, from its words and text.

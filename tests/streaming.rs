@@ -178,3 +178,45 @@ fn an_abandoned_decode_stops_midway_and_the_decoder_goes_on() {
     let (w, _) = wer(text, &before);
     assert!(w <= 0.6, "WER {w}: {before}");
 }
+
+/// Two sentences in one turn with a pause a commit may be made at (0.4 s, after 3 s of
+/// speech): the decode made at that pause is committed, whether the speaker's going on
+/// reopened an early end or not, so the decode left at the end covers the second
+/// sentence only; the transcript that stands keeps both. (The commit check once read
+/// the endpointer's latest pause, by then a dip inside a later word, and never fired.)
+#[test]
+fn a_pause_inside_a_turn_is_committed_and_the_turn_keeps_its_words() {
+    let first_text = "Fantastic, the printer is jammed again, what a lovely start to the day.";
+    let first = speak(first_text, "en-us+m3");
+    let second = speak(SENTENCES[1].0, SENTENCES[1].1);
+    let (a, b) = speech_bounds(&first);
+    let (c, d) = speech_bounds(&second);
+    assert!(
+        (b - a) as f64 / RATE as f64 >= 3.0,
+        "the first sentence is long enough to commit"
+    );
+    let mut samples = silence(0.6);
+    samples.extend_from_slice(&first[a..b]);
+    samples.extend(silence(0.4));
+    samples.extend_from_slice(&second[c..d]);
+    samples.extend(silence(1.5));
+    let mut cfg = Config::default();
+    // One turn: the pause is well inside the hangover.
+    cfg.segment.hangover_ms = 900;
+    let (sink, stats) = run_paced(&cfg, samples);
+    let all = &sink.0;
+    let standing: Vec<_> = all
+        .iter()
+        .filter(|e| !all.iter().any(|later| later.revises == Some(e.id)))
+        .collect();
+    eprintln!("{:?}\n{all:#?}", stats.streaming);
+    assert_eq!(standing.len(), 1, "{all:#?}");
+    assert!(
+        stats.streaming.commits >= 1,
+        "the decode at the pause was not committed: {:?}",
+        stats.streaming
+    );
+    let reference = format!("{first_text} {}", SENTENCES[1].0);
+    let (w, _) = wer(&reference, standing[0].transcript.as_deref().unwrap());
+    assert!(w <= 0.35, "WER {w}: {:?}", standing[0].transcript);
+}

@@ -115,6 +115,7 @@ impl Analyser<'_, '_> {
                                         &ev_tx,
                                         counters,
                                         signals,
+                                        &|| !utt_rx.is_empty(),
                                     );
                                     counters.heartbeat.analysing(false);
                                     r?;
@@ -178,6 +179,7 @@ fn run_step(
     tx: &Sender<Emitted>,
     counters: &Counters,
     signals: &SpeechSignals,
+    utterance_waits: &dyn Fn() -> bool,
 ) -> Result<(), PipelineError> {
     let Some(st) = stream_asr else {
         return Ok(());
@@ -199,15 +201,39 @@ fn run_step(
             .after(req.speech_end)
             .map(|len| len as f64 / RATE)
     };
-    let abandoned = st.abandoned_decodes();
+    // Only captions wait on a regular step: it gives way to a pause's decode (which may
+    // be the final transcript) and to a finished utterance.
+    let superseded = || {
+        let p = signals.pause_step_at.load(Ordering::Acquire);
+        (p != u64::MAX && p >= req.speech_end) || utterance_waits()
+    };
+    let (abandoned, superseded_before, carried, commits) = (
+        st.abandoned_decodes(),
+        st.superseded_decodes(),
+        st.carried_over(),
+        st.commits(),
+    );
     let r = st.step(
         asr,
         &at,
         &req.audio,
         req.speculative,
         partials_on,
-        &pause_ended,
+        &crate::streaming::GiveUp {
+            pause_ended: &pause_ended,
+            superseded: &superseded,
+        },
     )?;
+    counters.stream_steps_superseded.fetch_add(
+        st.superseded_decodes() - superseded_before,
+        Ordering::Relaxed,
+    );
+    counters
+        .reopened_carried_over
+        .fetch_add(st.carried_over() - carried, Ordering::Relaxed);
+    counters
+        .stream_commits
+        .fetch_add(st.commits() - commits, Ordering::Relaxed);
     if st.abandoned_decodes() > abandoned {
         counters
             .stream_steps_abandoned
@@ -375,6 +401,10 @@ fn analyse(
         _ => asr,
     };
     let t = Instant::now();
+    // The part of `queue` the utterance spent waiting for its own transcript: the
+    // speculative decode made at its final pause, still running at the endpoint. It is
+    // ASR time, and is reported as such (`latency_ms.asr`), not as queueing.
+    let mut asr_in_queue_ms = 0.0;
     let transcript = if shed_text {
         counters.text_shed.fetch_add(1, Ordering::Relaxed);
         log::warn!(
@@ -384,6 +414,7 @@ fn analyse(
         );
         Transcript::default()
     } else if let Some(st) = stream_asr {
+        let carried = st.carried_over();
         let (tr, speculative) = st.finish(
             asr,
             utt.id,
@@ -391,8 +422,19 @@ fn analyse(
             &utt.audio,
             utt.span.speech_end,
         )?;
+        // A reopened utterance whose final came before any step on it goes on here.
+        counters
+            .reopened_carried_over
+            .fetch_add(st.carried_over() - carried, Ordering::Relaxed);
         if speculative {
             counters.speculative_finals.fetch_add(1, Ordering::Relaxed);
+            if let Some(done) = st.final_decoded_at() {
+                asr_in_queue_ms = done
+                    .saturating_duration_since(utt.endpoint_at)
+                    .as_secs_f64()
+                    .min(queue / 1e3)
+                    * 1e3;
+            }
         } else if use_fallback {
             counters
                 .shed
@@ -482,8 +524,8 @@ fn analyse(
         },
         latency_ms: LatencyMs {
             endpoint: round3(endpoint),
-            queue: round3(queue),
-            asr: round3(asr_ms),
+            queue: round3(queue - asr_in_queue_ms),
+            asr: round3(asr_ms + asr_in_queue_ms),
             text: round3(text_ms),
             audio: round3(audio_ms),
             video: round3(video_ms),

@@ -79,7 +79,9 @@ pub struct StepRequest {
     pub speculative: bool,
     /// End of the speech so far (stream sample).
     pub speech_end: u64,
-    /// The latest finished pause in the utterance: (start sample, length in samples).
+    /// A finished pause in the utterance: (start sample, length in samples). The one
+    /// after the speech the last speculative step decoded when it has finished (its
+    /// length decides whether that decode is committed), else the latest.
     pub last_gap: Option<(u64, u64)>,
 }
 

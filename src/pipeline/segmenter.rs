@@ -39,6 +39,10 @@ pub struct SpeechSignals {
     /// Set by the segmenter when speech resumes after a pause inside an utterance: a
     /// speculative decode of that pause is then (mostly) useless and is abandoned.
     pub resumed: PauseResumed,
+    /// Set by the segmenter to the speech end of the pause it has just sent a
+    /// speculative step for: a regular step's decode still running on audio up to
+    /// there (captions only) gives way to it.
+    pub pause_step_at: AtomicU64,
 }
 
 impl Default for SpeechSignals {
@@ -46,6 +50,7 @@ impl Default for SpeechSignals {
         Self {
             sentence_end_at: AtomicU64::new(u64::MAX),
             resumed: PauseResumed::default(),
+            pause_step_at: AtomicU64::new(u64::MAX),
         }
     }
 }
@@ -112,6 +117,10 @@ pub struct Segmenter {
     step_at: (u64, u64),
     /// Speech end of the pause a speculative step was last sent for.
     speculated_for: u64,
+    /// That pause once speech resumed after it: (start, length in samples). Kept for the
+    /// analyser, which decides at a later step whether that decode is committed, by
+    /// which time the endpointer's latest pause is often a dip inside a later word.
+    speculated_gap: Option<(u64, u64)>,
     /// Id of the last utterance the sentence-end shortcut ended, while the speaker may
     /// still go on (then the next utterance revises it).
     ended_early: Option<u64>,
@@ -148,6 +157,7 @@ impl Segmenter {
             interim_at: (u64::MAX, 0),
             step_at: (u64::MAX, 0),
             speculated_for: u64::MAX,
+            speculated_gap: None,
             ended_early: None,
             ctx,
             counters,
@@ -219,6 +229,9 @@ impl Segmenter {
             .push_knowing(p, chunk.len(), sentence_ended, &mut self.events);
         if let Some((at, len)) = self.endpointer.open_last_gap() {
             self.signals.resumed.publish(at, len);
+            if at == self.speculated_for {
+                self.speculated_gap = Some((at, len));
+            }
         }
         if self.out.steps.is_some() {
             self.request_step();
@@ -386,7 +399,10 @@ impl Segmenter {
             audio,
             speculative: pause,
             speech_end,
-            last_gap: endpointer.open_last_gap(),
+            last_gap: self
+                .speculated_gap
+                .filter(|&(at, _)| at >= speech_start && at == self.speculated_for)
+                .or(endpointer.open_last_gap()),
         };
         // The segmenter is the only sender, so the queue cannot have filled since the
         // check; a disconnected analyser has failed and reports that itself.
@@ -394,6 +410,9 @@ impl Segmenter {
             self.step_at.0 = pos;
             if pause {
                 self.speculated_for = speech_end;
+                self.signals
+                    .pause_step_at
+                    .store(speech_end, Ordering::Release);
             }
         }
     }

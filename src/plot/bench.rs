@@ -212,8 +212,20 @@ const FONT: &str = "sans-serif";
 /// Where legend entries start: under the y axis labels.
 const LEGEND_LEFT_PX: i32 = 64;
 
+/// What names a series under its stage bar: the name itself when every bar is one mode
+/// of one file (short), else its number, which its legend entry starts with (file names
+/// side by side under narrow bars ran into each other).
+fn bar_names(series: &[BenchSeries]) -> Vec<String> {
+    if series.iter().all(|s| s.label.is_empty()) {
+        series.iter().map(BenchSeries::name).collect()
+    } else {
+        (1..=series.len()).map(|i| i.to_string()).collect()
+    }
+}
+
 fn cdf_legend(series: &[BenchSeries]) -> Legend {
     let mut l = Vec::new();
+    let numbered = series.iter().any(|s| !s.label.is_empty());
     for (i, s) in series.iter().enumerate() {
         if s.latencies_ms.is_empty() {
             continue;
@@ -221,7 +233,12 @@ fn cdf_legend(series: &[BenchSeries]) -> Legend {
         let (colour, dashed) = style_of(series, i);
         let p = s.percentiles();
         let label = format!(
-            "{}: p50 {:.0} ms, p95 {:.0} ms ({} clips x {} runs{})",
+            "{}{}: p50 {:.0} ms, p95 {:.0} ms ({} clips x {} runs{}; dot p50, triangle p95)",
+            if numbered {
+                format!("{} ", i + 1)
+            } else {
+                String::new()
+            },
             s.name(),
             p.p50,
             p.p95,
@@ -340,7 +357,9 @@ where
                 .draw_series(LineSeries::new(s.cdf_points(), style))
                 .map_err(draw_err)?;
         }
-        for (name, at) in [("p50", p.p50), ("p95", p.p95)] {
+        // p50 a dot, p95 a triangle, their values in the legend: text beside the
+        // marks overprinted itself wherever two series' percentiles were close.
+        for (p95, at) in [(false, p.p50), (true, p.p95)] {
             let h = s.share_within(at);
             chart
                 .draw_series(DashedLineSeries::new(
@@ -350,18 +369,19 @@ where
                     colour.stroke_width(1),
                 ))
                 .map_err(draw_err)?;
-            // The label sits up and right of its dot (pixel offsets), off the curve.
-            chart
-                .draw_series(std::iter::once(
-                    EmptyElement::at((at, h))
-                        + Circle::new((0, 0), 4, colour.filled())
-                        + Text::new(
-                            format!("{name} {at:.0} ms"),
-                            (6, -16),
-                            (FONT, 12).into_font().color(&colour),
-                        ),
-                ))
-                .map_err(draw_err)?;
+            if p95 {
+                chart
+                    .draw_series(std::iter::once(TriangleMarker::new(
+                        (at, h),
+                        6,
+                        colour.filled(),
+                    )))
+                    .map_err(draw_err)?;
+            } else {
+                chart
+                    .draw_series(std::iter::once(Circle::new((at, h), 4, colour.filled())))
+                    .map_err(draw_err)?;
+            }
         }
     }
     Ok(())
@@ -381,7 +401,7 @@ where
         .map(|st| st.iter().map(|(_, v)| v).sum::<f64>())
         .fold(0.0f64, f64::max)
         * 1.15;
-    let names: Vec<String> = series.iter().map(BenchSeries::name).collect();
+    let names = bar_names(series);
     let mut chart = ChartBuilder::on(area)
         .margin(12)
         .caption(
@@ -395,6 +415,7 @@ where
     chart
         .configure_mesh()
         .disable_x_mesh()
+        .x_desc("asr includes a pause's decode still running at the endpoint")
         .y_desc("ms")
         .y_label_formatter(&|v| format!("{v:.0}"))
         .label_style((FONT, 12))
@@ -481,6 +502,10 @@ mod tests {
                 .map(|&l| ClipResult {
                     clip: "c.wav".into(),
                     latency_ms: l,
+                    speech_s: 2.0,
+                    event_latency_ms: None,
+                    early_end: false,
+                    events: usize::from(l.is_some()),
                     reference: None,
                     transcript: String::new(),
                 })

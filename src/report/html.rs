@@ -98,6 +98,7 @@ tr.flagged td{background:#fdecec}
 tr.flagged td.text{font-weight:600}
 .badge{display:inline-block;font-size:11px;font-weight:700;color:#fff;background:#c82424;border-radius:3px;padding:0 4px;margin-right:4px}
 .note{color:#777;font-size:12px}
+.warn{background:#fff4e5;border-left:4px solid #e08a00;padding:4px 8px}
 tr.event td{color:#555;font-style:italic;background:#f7f7f7}
 tr:target td{outline:2px solid #333}
 .chip{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:-1px;border:1px solid #999}
@@ -339,6 +340,7 @@ pub(super) fn latency_section(m: &Meeting) -> String {
         s.push_str("<p>No utterance event, so no latency.</p></section>\n");
         return s;
     }
+    s.push_str(&pace_note(m));
     let _ = writeln!(
         s,
         "<p id=\"latency-total\">p50 <b>{:.0} ms</b>, p95 <b>{:.0} ms</b>, max <b>{:.0} ms</b> over {} utterances (the events' <code>latency_ms.total</code>: the endpointer's hangover plus every stage).</p>",
@@ -375,6 +377,28 @@ pub(super) fn latency_section(m: &Meeting) -> String {
     }
     s.push_str("</table></section>\n");
     s
+}
+
+/// Whether the latencies mean anything. A file replayed as fast as possible (`replay
+/// FILE` without `--realtime`) hands the analyser utterances faster than it can take them,
+/// so `queue` grows through the run: its latencies say how far behind a batch job was,
+/// not how late a flag comes in a room. The run summary tells: a paced run (live, or
+/// `--realtime`) takes at least the audio's length in wall time.
+fn faster_than_real_time(m: &Meeting) -> bool {
+    m.stats
+        .as_ref()
+        .is_some_and(|st| st.wall_s < 0.9 * st.audio_s)
+}
+
+pub(super) fn pace_note(m: &Meeting) -> String {
+    match &m.stats {
+        Some(st) if faster_than_real_time(m) => format!(
+            "<p id=\"latency-not-realtime\" class=\"warn\"><b>Not meaningful:</b> this run processed {:.1} s of audio in {:.1} s of wall time, faster than real time (<code>replay FILE</code> without <code>--realtime</code>). Utterances waited in the queue for the analyser, so the latencies below measure a batch job's backlog, not how late a flag comes in a room. Measure latency with <code>sarcasmd replay FILE --realtime</code>, a live source, or <code>sarcasmd bench</code>.</p>\n",
+            st.audio_s, st.wall_s
+        ),
+        Some(_) => String::new(),
+        None => "<p id=\"latency-pace-unknown\" class=\"note\">Whether this run was paced like a microphone is not in the event stream: if it came from <code>replay FILE</code> without <code>--realtime</code>, these latencies mean nothing (the queue grows through a run faster than real time). Give <code>--stats</code> the run summary to tell.</p>\n".to_string(),
+    }
 }
 
 pub(super) fn drops_section(m: &Meeting) -> String {
@@ -575,7 +599,11 @@ pub fn render_html(m: &Meeting) -> String {
             } else {
                 "-".into()
             },
-            "latency p50 / p95",
+            if faster_than_real_time(m) {
+                "latency p50 / p95: not meaningful (faster than real time)"
+            } else {
+                "latency p50 / p95"
+            },
             "latency"
         ),
         card(m.gaps.len().to_string(), "source gaps", "gaps"),
@@ -642,4 +670,38 @@ pub(super) fn chip_style_hashes(body: &str) -> String {
         rest = &after[j..];
     }
     seen.into_iter().map(csp_hash).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod pace_tests {
+    use super::super::{Meeting, RunStats};
+    use super::pace_note;
+
+    fn with_stats(audio_s: f64, wall_s: f64) -> Meeting {
+        Meeting {
+            stats: Some(RunStats {
+                audio_s,
+                wall_s,
+                dropped: Default::default(),
+                source_gaps: 0,
+                source_gap_s: 0.0,
+                budget_violations: 0,
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn latencies_of_a_run_faster_than_real_time_are_flagged_as_not_meaningful() {
+        // `replay FILE`: 180 s of audio in 25 s.
+        let n = pace_note(&with_stats(180.0, 25.0));
+        assert!(
+            n.contains("latency-not-realtime") && n.contains("Not meaningful"),
+            "{n}"
+        );
+        // A paced run takes at least the audio's length.
+        assert!(pace_note(&with_stats(180.0, 181.2)).is_empty());
+        // Without the summary the page cannot tell, and says so.
+        assert!(pace_note(&Meeting::default()).contains("latency-pace-unknown"));
+    }
 }

@@ -289,6 +289,14 @@ impl Fusion {
             return Err(use_err("a text threshold within (0, 1) in text_head.json"));
         }
         let fused = self.run_head(Some(op.text_threshold), None, None)?;
+        // The fusion head clips the text logit: past the clip every text score maps to
+        // one fused score, and the threshold would flag lines below it.
+        let just_below = 1.0 / (1.0 + (0.05 - logit(op.text_threshold)).exp());
+        if self.run_head(Some(just_below), None, None)? >= fused {
+            return Err(use_err(
+                "a text threshold where the fusion head's calibration still moves (it saturates there)",
+            ));
+        }
         Ok((op, fused))
     }
 

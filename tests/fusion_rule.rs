@@ -56,3 +56,49 @@ fn a_room_prior_moves_the_threshold_the_events_use() {
     let f = Fusion::load(&cfg, true, false).unwrap();
     assert!((f.threshold - 0.8).abs() < 1e-5, "{}", f.threshold);
 }
+
+#[test]
+fn a_named_operating_point_flags_where_its_text_threshold_lies() {
+    for name in ["meeting", "meeting_strict"] {
+        let cfg = FusionConfig {
+            operating_point: Some(name.into()),
+            ..FusionConfig::default()
+        };
+        let f = Fusion::load(&cfg, true, false)
+            .unwrap_or_else(|e| panic!("the shipped text head has no usable '{name}': {e}"));
+        let (got, op) = f.operating_point.clone().unwrap();
+        assert_eq!(got, name);
+        let t = op.text_threshold;
+        assert!(t > 0.5 && t < 1.0, "{name}: {t}");
+        // A line scored at the text threshold is flagged, one just below it is not.
+        let at = f.fuse(Some(t), None, None).unwrap().unwrap();
+        let below = f.fuse(Some(t - 0.002), None, None).unwrap().unwrap();
+        assert!(
+            at >= f.threshold && below < f.threshold,
+            "{name}: {below} {at} {}",
+            f.threshold
+        );
+    }
+}
+
+#[test]
+fn an_unknown_operating_point_is_refused_with_the_names_there_are() {
+    let cfg = FusionConfig {
+        operating_point: Some("boardroom".into()),
+        ..FusionConfig::default()
+    };
+    let err = Fusion::load(&cfg, true, false)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("boardroom") && err.contains("meeting"),
+        "{err}"
+    );
+    // It measures the text view: without it there is nothing to hold it to.
+    let cfg = FusionConfig {
+        operating_point: Some("meeting".into()),
+        ..FusionConfig::default()
+    };
+    assert!(Fusion::load(&cfg, false, false).is_err());
+}

@@ -115,11 +115,10 @@ def rare_figures(p, y, meeting, hours, thresholds, draws=1000, seed=13):
         t = thresholds[name]
         return t if np.ndim(t) else np.full(len(p), t)
 
-    def point(sel, name):
+    def point(sel, name, h):
         t = thr_of(name)[sel]
         flag = p[sel] >= t
         ys = y[sel]
-        h = sum(hours[m] for m in np.unique(meeting[sel]))
         return {"plain_flagged": flag[~ys].mean(), "recall": flag[ys].mean() if ys.any() else np.nan,
                 "precision": ys[flag].mean() if flag.any() else np.nan, "false_per_hour": (flag & ~ys).sum() / h}
 
@@ -129,7 +128,8 @@ def rare_figures(p, y, meeting, hours, thresholds, draws=1000, seed=13):
         hits = [tk[m] for m in sample]
         f["top3_precision"] = sum(h for h, _ in hits) / sum(n for _, n in hits)
         for name in thresholds:
-            for k, v in point(sel, name).items():
+            # Hours of the sample as drawn: a meeting drawn twice counts twice.
+            for k, v in point(sel, name, sum(hours[m] for m in sample)).items():
                 f[f"{name}.{k}"] = v
         return f
 

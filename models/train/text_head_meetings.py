@@ -48,7 +48,7 @@ import selection  # noqa: E402
 import text_head_v2 as v2  # noqa: E402
 from embcache import Embedder  # noqa: E402
 from metrics import baselines  # noqa: E402
-from train import TEXT_FEATURE_VERSION, predict, standardise, write_head  # noqa: E402
+from train import TEXT_FEATURE_VERSION, predict, standardise, text_keys, write_head  # noqa: E402
 
 SEEDS = [13, 14, 15]
 CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "sarcasmd", "text-v3")
@@ -222,10 +222,10 @@ def main():
     m_wh = v2.meeting_whisper(a.bin, v2.CACHE)
     X_meet = (emb(v2.MEETING_GOLD), emb(m_wh))
     P = AmiProtocols(C_, tts, {}, wh_house, wh_cmpt, X_meet, ami=(M, X))
-    sitcom = {}
+    sitcom, sitcom_rows = {}, {}
     for s in SEEDS:
         Xs, ys, ws, rows_s, counts_s = v2.training_set(C_, SITCOM, C_.mpp, s, P.speech_norms, P.speech_groups, tts)
-        sitcom[s] = (Xs, ys, ws)
+        sitcom[s], sitcom_rows[s] = (Xs, ys, ws), rows_s
     S = Study(P, M, X, sitcom)
     cands = candidates()
     today = {"name": TODAY[0], "today": True, "C": TODAY[2]}
@@ -311,7 +311,12 @@ def main():
                              f"text-noise copies) + all {len(M.y)} lines of 150 AMI meetings annotated for sarcasm "
                              f"(models/labels, CC BY 4.0: contains labels derived from the AMI Meeting Corpus, AMI Consortium)",
                     "selection": "admissible: MUStARD++ leave-one-show-out AUC within 1 point of v2; chosen by 5-fold "
-                                 "AMI meeting-series-out AUC; quoted figures nested (models/train/text_head_meetings.py)"}
+                                 "AMI meeting-series-out AUC; quoted figures nested (models/train/text_head_meetings.py)",
+                    # What eval marks as seen (by text): the sitcom rows. AMI lines are recorded by
+                    # meeting instead: short lines ("Okay.") recur in every meeting, and a text match
+                    # would mark lines of held-out meetings as seen.
+                    "item_text_sha8": text_keys(list(sitcom_rows[SEEDS[0]])),
+                    "ami_meetings": sorted(set(M.meeting))}
         metrics = {"ami_series_out_nested": {k: v for k, v in meet["nested"].items() if not k.endswith(".counts")},
                    "mustardpp_loso_gold_auc": float(np.mean(sitcom_tab["loso_gold"]["auc_new"])),
                    "mustard_si_auc": float(np.mean(sitcom_tab["si"]["auc_new"])),

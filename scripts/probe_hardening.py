@@ -154,9 +154,9 @@ def probe_3(bin_, tmp):
     try:
         before = rss_mb(d.proc.pid)
         try:
-            status, body = http_get(d.port, "/captions.vtt", timeout=5)
+            status, _ = http_get(d.port, "/captions.vtt", timeout=5)
         except OSError as e:
-            status, body = f"error {e}", b""
+            status = f"error {e}"
         after = rss_mb(d.proc.pid)
     finally:
         d.stop()
@@ -274,7 +274,7 @@ def probe_9(bin_, tmp):
             _, metrics = http_get(port, "/metrics") if alive else (None, b"")
             counts = [l.split("{")[1] for l in metrics.decode().splitlines() if l.startswith("sarcasmd_reloads_total") and not l.endswith(" 0.0")]
         finally:
-            log = d.stop()
+            d.stop()
         ok &= alive and status == 200
         out.append(f"reload to {name}: still running {alive}, /healthz on the old port {status}, reloads {', '.join(counts)}")
     busy.close()
@@ -874,7 +874,7 @@ def probe_32(bin_, tmp):
     d = Daemon(bin_, tmp, name="p32")
     res = {}
     try:
-        for name, head in (("no Host", ""), ("two Host", f"Host: 127.0.0.1\r\nHost: evil.example\r\n")):
+        for name, head in (("no Host", ""), ("two Host", "Host: 127.0.0.1\r\nHost: evil.example\r\n")):
             s = socket.create_connection(("127.0.0.1", d.port), timeout=5)
             s.sendall(f"GET /metrics HTTP/1.1\r\n{head}Connection: close\r\n\r\n".encode())
             data = b""

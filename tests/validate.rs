@@ -73,6 +73,24 @@ fn validate_refuses_what_the_start_would_refuse() {
             "mqtt.password_file",
         ),
         (
+            // Issue 34, defect 9: once sent with a wrapped 16-bit length prefix.
+            "MQTT user name longer than an MQTT string",
+            format!(
+                "[mqtt]\nenabled = true\nhost = \"127.0.0.1\"\nusername = \"{}\"\n",
+                "u".repeat(70_000)
+            ),
+            2,
+            "mqtt.username",
+        ),
+        (
+            // Issue 34, defect 7's class: a PEM file is read by kind, never without bound.
+            "MQTT CA file is a device",
+            "[mqtt]\nenabled = true\nhost = \"127.0.0.1\"\nport = 8883\n\n[mqtt.tls]\nca_file = \"/dev/zero\"\n"
+                .to_string(),
+            2,
+            "is a device",
+        ),
+        (
             "events path is a directory",
             format!("[output]\nevents = \"{}\"\n", events_dir.display()),
             2,

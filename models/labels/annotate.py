@@ -49,9 +49,14 @@ def need(path):
 def ami_meetings():
     """{meeting: [row, ...]} in reading order: the file's order, which is by start time
     (one row without times keeps its place)."""
-    need(AMI)
+    return rows_by_meeting(AMI)
+
+
+def rows_by_meeting(path):
+    """{meeting: [row, ...]} of a gzipped JSON-lines corpus, in the file's order."""
+    need(path)
     out = {}
-    with gzip.open(AMI, "rt") as f:
+    with gzip.open(path, "rt") as f:
         for line in f:
             row = json.loads(line)
             out.setdefault(row["meeting"], []).append(row)
@@ -126,12 +131,7 @@ def append(out_dir, annotator, record, key):
 
 def mrda_items():
     """The humour-tagged segments, in meeting order, each with its context."""
-    need(MRDA)
-    by_meeting = {}
-    with gzip.open(MRDA, "rt") as f:
-        for line in f:
-            row = json.loads(line)
-            by_meeting.setdefault(row["meeting"], []).append(row)
+    by_meeting = rows_by_meeting(MRDA)
     items = []
     for meeting in sorted(by_meeting):
         rows = sorted(by_meeting[meeting], key=lambda r: (r["start_s"], r["end_s"], r["id"]))

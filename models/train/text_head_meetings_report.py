@@ -2,7 +2,7 @@
 import json
 import os
 
-import numpy as np
+from text_head_v2 import mean_sd  # one formatter for both reports
 
 
 def pct(x, nd=1):
@@ -17,9 +17,6 @@ def ci(f, nd=1):
     return s + (f" [{pct(c[0], nd)}, {pct(c[1], nd)}]" if c else "")
 
 
-def mean_sd(v):
-    v = [x for x in v if x == x]
-    return "-" if not v else f"{100 * np.mean(v):.1f}" + (f" ± {100 * np.std(v):.1f}" if len(v) > 1 else "")
 
 
 def meeting_rows(name, f):

@@ -7,12 +7,12 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use sarcasmd::asr::{AsrConfig, Urgency};
-use sarcasmd::audio::PIPELINE_RATE_HZ;
 use sarcasmd::config::Config;
 use sarcasmd::pipeline::Engine;
-use sarcasmd::prosody::{self, FrameExtractor, ProsodyConfig};
-use sarcasmd::segment::VAD_CHUNK;
+use sarcasmd::sources::audio::PIPELINE_RATE_HZ;
+use sarcasmd::views::asr::{AsrConfig, Urgency};
+use sarcasmd::views::prosody::{self, FrameExtractor, ProsodyConfig};
+use sarcasmd::views::vad::VAD_CHUNK;
 
 /// Voiced-like test signal: a gliding harmonic tone with some noise.
 fn signal(seconds: f32) -> Vec<f32> {
@@ -35,7 +35,7 @@ fn signal(seconds: f32) -> Vec<f32> {
 /// `seconds` of espeak-ng speech at 16 kHz (sentences repeated to length), or `None`
 /// when espeak-ng is not installed.
 fn speech(seconds: f32) -> Option<Vec<f32>> {
-    use sarcasmd::audio::{AudioSource, WavSource};
+    use sarcasmd::sources::audio::{AudioSource, WavSource};
     let dir = tempfile::tempdir().ok()?;
     let wav = dir.path().join("speech.wav");
     let text = "Oh great, another meeting that could have been an email. \
@@ -171,8 +171,8 @@ criterion_group!(stages, benches);
 criterion_main!(stages);
 
 /// First frame of `path` (through the file source, as replays decode it).
-fn first_frame(path: &std::path::Path) -> Option<sarcasmd::video::VideoFrame> {
-    use sarcasmd::video::{FileVideoSource, FrameSource};
+fn first_frame(path: &std::path::Path) -> Option<sarcasmd::sources::video::VideoFrame> {
+    use sarcasmd::sources::video::{FileVideoSource, FrameSource};
     FileVideoSource::open(path, Default::default())
         .ok()?
         .next_frame()
@@ -180,8 +180,8 @@ fn first_frame(path: &std::path::Path) -> Option<sarcasmd::video::VideoFrame> {
 }
 
 fn vision_benches(c: &mut Criterion) {
-    use sarcasmd::models::{model_dir, ModelStore};
-    use sarcasmd::vision::{functionals, VisionModels};
+    use sarcasmd::common::models::{model_dir, ModelStore};
+    use sarcasmd::views::vision::{functionals, VisionModels};
     let store = match ModelStore::new(model_dir(None), false) {
         Ok(s) => s,
         Err(e) => return eprintln!("SKIP vision benches: {e}"),
@@ -215,7 +215,7 @@ fn vision_benches(c: &mut Criterion) {
         });
         // Guards: the letterbox resample into the detector's 128x128 input (area
         // filter); it must stay a small part of the detector's cost.
-        let roi = sarcasmd::vision::Roi {
+        let roi = sarcasmd::views::vision::Roi {
             cx: 213.0,
             cy: 120.0,
             width: 426.0,
@@ -225,7 +225,7 @@ fn vision_benches(c: &mut Criterion) {
         let mut x = vec![0.0f32; 3 * 128 * 128];
         g.bench_function("letterbox_128", |b| {
             b.iter(|| {
-                sarcasmd::vision::sample_roi(
+                sarcasmd::views::vision::sample_roi(
                     &f.rgb,
                     f.width,
                     f.height,

@@ -8,13 +8,13 @@ use std::collections::HashSet;
 use std::io::Cursor;
 use std::path::Path;
 
-use sarcasmd::audio::{
+use sarcasmd::config::Config;
+use sarcasmd::sources::audio::{
     AudioSource, StreamResampler, WavSource, MAX_INPUT_RATE_HZ, MIN_INPUT_RATE_HZ, PIPELINE_RATE_HZ,
 };
-use sarcasmd::config::Config;
-use sarcasmd::manifest::Manifest;
-use sarcasmd::prosody::FrameExtractor;
-use sarcasmd::segment::Endpointer;
+use sarcasmd::tools::manifest::Manifest;
+use sarcasmd::views::prosody::FrameExtractor;
+use sarcasmd::views::vad::Endpointer;
 
 /// Any bytes as a WAV file, through the same open/decode/downmix/resample path as
 /// `sarcasmd replay FILE`. Must never panic, allocate without bound or emit samples the

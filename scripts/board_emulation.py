@@ -34,7 +34,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The audio ring's drop in a run summary: `dropped_samples` since the drop registry
-# (src/drops.rs), `ring_samples` in summaries recorded before it.
+# (src/common/drops.rs), `ring_samples` in summaries recorded before it.
 RING_DROP_KEYS = ("dropped_samples", "ring_samples")
 BOARDS = ["rpi5", "rpi4"]
 HTTP_PORT = {"rpi5": 0, "rpi4": 1}  # + --port-base: the profiles' overlay/metrics, one port each

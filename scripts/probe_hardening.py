@@ -905,7 +905,7 @@ TESTS = {
     4: "src/sinks/http/mod.rs the_bearer_scheme_is_case_insensitive",
     5: "tests/validate.rs validate_refuses_what_the_start_would_refuse",
     6: "tests/validate.rs paths_that_are_not_regular_files_are_refused_by_kind_at_once",
-    7: "src/secret_file.rs only_owner_readable_modes_pass_quietly",
+    7: "src/common/secret_file.rs only_owner_readable_modes_pass_quietly",
     8: "tests/faults.rs a_full_disk_is_logged_once_the_daemon_keeps_going_and_the_lost_events_exit_1",
     9: "tests/service.rs notify_watchdog_reload_and_sigterm_as_systemd_sees_them",
     10: "tests/daemon.rs sigterm_ends_the_process_in_bounded_time_when_nobody_reads_stdout",

@@ -1,48 +1,47 @@
 //! sarcasmd: real-time multimodal sarcasm detection for edge boards.
 //!
-//! Data flows one way: [`audio`] sources -> ring buffer -> [`segment`] (Silero VAD +
-//! endpointing) -> per-utterance views ([`asr`] text, [`prosody`], later vision) ->
-//! [`fusion`] -> sinks ([`event`] JSON lines, [`sinks`]: captions, browser overlay and
-//! metrics over HTTP, MQTT). [`pipeline`] wires the stages with bounded queues;
-//! [`daemon`] builds them from a [`config::Config`].
+//! # Layout
+//!
+//! The folders of `src/` follow the data, one way, and each imports only the ones listed
+//! before it (`tests/module_graph.rs` holds that, between files and between folders):
+//!
+//! - [`common`]: the leaves every stage shares (errors, path checks, the drop registry and
+//!   counters, the model cache, the shedding ladder); imports nothing above it.
+//! - [`sources`]: microphones, WAV files and raw PCM ([`sources::audio`]), cameras and
+//!   video files ([`sources::video`]): samples, frames and gaps, every drop counted.
+//! - [`views`]: what an utterance becomes: segmentation ([`views::vad`]), the transcript
+//!   ([`views::asr`], streaming while it is spoken), prosody, the sentence embedding,
+//!   faces, the trained heads that score each view, their [`views::fusion`], the extras.
+//! - [`sinks`]: where results go: the event schema and JSON-lines stream
+//!   ([`sinks::event`]), captions, the HTTP overlay and `/metrics`, MQTT.
+//! - [`config`]: the one TOML file, every stage's section parsed and validated, and the
+//!   board classes a profile is written for.
+//! - [`pipeline`]: the stages wired with bounded queues (the queue table in
+//!   `pipeline/queues.rs`), threads, the rolling context, the run summary.
+//! - [`tools`]: offline: `bench`, `eval`, `plot`, `report` and dataset manifests.
+//! - [`daemon`]: building a run from a validated config, preflight, the reloading
+//!   service and its systemd notifications; what `sarcasmd run` and the tests hold.
+//! - `cli` and `main.rs` (the binary): argument parsing and one function per command.
+//!
+//! A stage's config is parsed, then validated (`common::validate`), then built; models
+//! are loaded once into an [`Engine`] and each stream keeps its own state.
+//!
+//! # For callers
+//!
+//! [`Daemon`] runs a configured source to its sinks (what `sarcasmd run` does);
+//! [`run_stream`] runs one stream through a loaded [`Engine`] (what `replay`, `bench`
+//! and `eval` do).
 
-pub mod asr;
-pub mod audio;
-pub mod bench;
-pub mod boards;
+pub mod common;
 pub mod config;
-pub mod context;
-pub mod counters;
 pub mod daemon;
-pub mod devices;
-pub mod drops;
-pub mod error;
-pub mod eval;
-pub mod event;
-pub mod extras;
-pub mod file_kind;
-pub mod fusion;
-pub mod heads;
-pub mod lock;
-pub mod manifest;
-pub mod metrics;
-pub mod models;
-pub mod onnx;
 pub mod pipeline;
-pub mod plot;
-pub mod preflight;
-pub mod prosody;
-pub mod reconnect;
-pub mod report;
-pub mod resources;
-pub mod secret_file;
-pub mod segment;
-pub mod service;
-pub mod shed;
 pub mod sinks;
-pub mod streaming;
-pub mod text;
-pub mod validate;
-pub mod video;
-pub mod vision;
-pub mod words;
+pub mod sources;
+pub mod tools;
+pub mod views;
+
+pub use config::Config;
+pub use daemon::builder::Daemon;
+pub use pipeline::{run_stream, run_stream_av, Engine, RunStats};
+pub use sinks::event::UtteranceEvent;

@@ -1,7 +1,6 @@
 //! `sarcasmd` command line. Errors carry their own exit code: 2 for bad input (config,
 //! audio), 3 for missing or corrupt models, 1 otherwise.
 
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -10,14 +9,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use sarcasmd::audio::{AudioSource, WavSource, PIPELINE_RATE_HZ};
 use sarcasmd::config::{Config, SourceConfig};
 use sarcasmd::daemon::builder::Daemon;
 use sarcasmd::daemon::DaemonError;
-use sarcasmd::manifest::Manifest;
-use sarcasmd::pipeline::Engine;
-use sarcasmd::prosody;
-use sarcasmd::video::FileVideoSource;
+use sarcasmd::sources::video::FileVideoSource;
 
 mod cli;
 
@@ -248,7 +243,7 @@ fn main() {
                 .downcast_ref::<DaemonError>()
                 .map(DaemonError::exit_code)
                 .unwrap_or(1);
-            eprintln!("error: {}", sarcasmd::error::Chain(e.as_ref()));
+            eprintln!("error: {}", sarcasmd::common::error::Chain(e.as_ref()));
             code
         }
     };
@@ -311,7 +306,7 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 // A file the user named must be readable: check it before models load
                 // (the daemon would otherwise warn and run audio-only).
                 FileVideoSource::probe(&path).map_err(DaemonError::VideoFile)?;
-                cfg.vision.source = sarcasmd::vision::VisionSourceConfig::File {
+                cfg.vision.source = sarcasmd::views::vision::VisionSourceConfig::File {
                     path,
                     offset_s: 0.0,
                 };
@@ -367,58 +362,11 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             )
         }
         Cmd::Plot { cmd } => cli::plot::plot_cmd(cmd),
-        Cmd::Report { events, out, stats } => {
-            cli::check_outputs(
-                &[("-o", Some(&out))],
-                &[("the events", Some(&events)), ("--stats", stats.as_deref())],
-            )?;
-            let meeting = sarcasmd::report::Meeting::load(&events, stats.as_deref())?;
-            sarcasmd::report::write(&meeting, &out)?;
-            log::info!(
-                "{}: {} utterances ({} flagged), {} gaps -> {}",
-                events.display(),
-                meeting.utterances.len(),
-                meeting.flagged(),
-                meeting.gaps.len(),
-                out.display()
-            );
-            Ok(0)
-        }
-        Cmd::Validate { file } => {
-            let cfg = Config::load(&file).map_err(DaemonError::from)?;
-            // What `run` would refuse on this machine: files, secrets, models.
-            sarcasmd::preflight::check(&cfg).map_err(DaemonError::from)?;
-            for w in cfg.board_warnings() {
-                eprintln!("warning: {}: {w}", file.display());
-            }
-            println!("{}: ok", file.display());
-            log::debug!("{cfg:#?}");
-            Ok(0)
-        }
+        Cmd::Report { events, out, stats } => cli::report::report(&events, &out, stats.as_deref()),
+        Cmd::Validate { file } => cli::validate::validate(&file),
         Cmd::Models { cmd } => cli::models::models_cmd(cmd),
-        Cmd::Devices { json } => {
-            let list = sarcasmd::devices::list();
-            if json {
-                println!("{}", serde_json::to_string_pretty(&list)?);
-            } else {
-                print!("{}", list.render());
-            }
-            Ok(0)
-        }
-        Cmd::Prosody { file } => {
-            let mut src = WavSource::open(&file).map_err(DaemonError::from)?;
-            let mut samples = Vec::new();
-            while src.read_chunk(&mut samples).map_err(DaemonError::from)? {}
-            let cfg = prosody::ProsodyConfig::default();
-            let frames = prosody::extract_frames(&samples, PIPELINE_RATE_HZ, 0.0, &cfg)?;
-            let mut out = BufWriter::new(std::io::stdout().lock());
-            for f in frames {
-                serde_json::to_writer(&mut out, &f)?;
-                out.write_all(b"\n")?;
-            }
-            out.flush()?;
-            Ok(0)
-        }
+        Cmd::Devices { json } => cli::devices::devices(json),
+        Cmd::Prosody { file } => cli::prosody::prosody(&file),
         Cmd::Features {
             manifest,
             out,
@@ -451,42 +399,21 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             limit,
             json,
             plot,
-        } => {
-            cli::check_outputs(
-                &[("--json", json.as_deref()), ("--plot", plot.as_deref())],
-                &[
-                    ("the manifest", Some(&manifest)),
-                    ("--config", config.as_deref()),
-                ],
-            )?;
-            let mut cfg = match &config {
-                Some(p) => Config::load(p).map_err(DaemonError::from)?,
-                None => Config::default(),
-            };
-            if heads.is_some() {
-                cfg.fusion.heads_dir = heads;
-            }
-            let manifest = Manifest::load(&manifest).map_err(DaemonError::from)?;
-            let with_video = manifest.items.iter().any(|it| it.video.is_some());
-            let engine = Engine::load_for_eval(&cfg, with_video).map_err(DaemonError::from)?;
-            let opts = sarcasmd::eval::EvalOptions {
+        } => cli::eval::eval(
+            &manifest,
+            config.as_deref(),
+            heads,
+            sarcasmd::tools::eval::EvalOptions {
                 gold_text,
                 context_s,
                 split,
                 limit,
-            };
-            let report = sarcasmd::eval::evaluate(&engine, &cfg, &manifest, &opts)?;
-            print!("{}", sarcasmd::eval::render(&report));
-            if let Some(j) = json {
-                std::fs::write(&j, serde_json::to_string_pretty(&report)?)
-                    .with_context(|| format!("writing {}", j.display()))?;
-            }
-            if let Some(p) = plot {
-                let pic = sarcasmd::plot::eval::picture_of_report(&report)?;
-                sarcasmd::plot::write_svg(&p, &sarcasmd::plot::eval::render_svg(&pic)?)?;
-            }
-            Ok(0)
-        }
+            },
+            cli::eval::EvalOutputs {
+                json: json.as_deref(),
+                plot: plot.as_deref(),
+            },
+        ),
     }
 }
 
@@ -550,7 +477,7 @@ mod tests {
     fn each_cause_is_printed_once() {
         let os = || std::io::Error::from(std::io::ErrorKind::NotFound);
         let e = anyhow::Error::new(Embeds { source: os() });
-        let line = sarcasmd::error::Chain(e.as_ref()).to_string();
+        let line = sarcasmd::common::error::Chain(e.as_ref()).to_string();
         assert_eq!(line.matches(&os().to_string()).count(), 1, "{line}");
         assert!(
             line.starts_with("cannot read config file /x.toml: "),
@@ -558,12 +485,12 @@ mod tests {
         );
         let e = anyhow::Error::new(Wraps(os()));
         assert_eq!(
-            sarcasmd::error::Chain(e.as_ref()).to_string(),
+            sarcasmd::common::error::Chain(e.as_ref()).to_string(),
             format!("--video needs a video file: {}", os())
         );
         let e = anyhow::Error::new(os()).context("opening the stats file");
         assert_eq!(
-            sarcasmd::error::Chain(e.as_ref()).to_string(),
+            sarcasmd::common::error::Chain(e.as_ref()).to_string(),
             format!("opening the stats file: {}", os())
         );
     }

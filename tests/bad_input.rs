@@ -177,9 +177,9 @@ fn empty_stdin() {
 
 /// A model dir whose files are links to the real cache, with one file replaced.
 fn model_dir_with(replace: Option<(&str, &[u8])>) -> tempfile::TempDir {
-    let real = sarcasmd::models::model_dir(None);
+    let real = sarcasmd::common::models::model_dir(None);
     let d = tempfile::tempdir().unwrap();
-    for e in sarcasmd::models::lock().unwrap().outputs {
+    for e in sarcasmd::common::models::lock().unwrap().outputs {
         let dst = d.path().join(&e.path);
         std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
         match replace {
@@ -206,7 +206,7 @@ fn missing_model() {
 fn corrupt_models_are_caught_before_native_code() {
     let d = tempfile::tempdir().unwrap();
     let wav = good_wav(d.path());
-    let lock = sarcasmd::models::lock().unwrap();
+    let lock = sarcasmd::common::models::lock().unwrap();
     // Same size, wrong bytes: the checksum tells, and for Whisper already the walk of
     // its layout at the start (issue 34: also without checksums).
     for (name, says) in [
@@ -311,7 +311,7 @@ fn shipped_configs_validate() {
             let (ok, stderr) = validate(&p);
             assert!(ok, "{}: {stderr}", p.display());
             // A shipped profile meets what its board was measured to deliver
-            // (src/boards.rs): no budget or keep-up warning.
+            // (src/config/boards.rs): no budget or keep-up warning.
             assert!(!stderr.contains("warning:"), "{}: {stderr}", p.display());
             n += 1;
         }

@@ -8,12 +8,12 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use sarcasmd::asr::Transcript;
-use sarcasmd::audio::WavSource;
-use sarcasmd::bench::SamplesSource;
+use sarcasmd::common::words::normalise_words;
 use sarcasmd::config::Config;
-use sarcasmd::streaming::StreamingAsr;
-use sarcasmd::words::normalise_words;
+use sarcasmd::sources::audio::WavSource;
+use sarcasmd::tools::bench::SamplesSource;
+use sarcasmd::views::asr::streaming::StreamingAsr;
+use sarcasmd::views::asr::Transcript;
 
 /// The longest span (in words, case and punctuation aside) said twice in a row.
 fn longest_doubled_span(text: &str) -> usize {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::notify::Notify;
 use common::*;
 use sarcasmd::daemon::builder::{Daemon, HandleError, ReloadOutcome};
-use sarcasmd::event::MemorySink;
+use sarcasmd::sinks::event::MemorySink;
 
 fn parse_lines(text: &str) -> Vec<serde_json::Value> {
     text.lines()

@@ -12,13 +12,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use common::*;
-use sarcasmd::bench::SamplesSource;
+use sarcasmd::common::drops::{DropCounters, DropReason};
 use sarcasmd::config::Config;
 use sarcasmd::daemon::live_stats;
-use sarcasmd::drops::{DropCounters, DropReason};
-use sarcasmd::event::VecSink;
-use sarcasmd::metrics::Metrics;
 use sarcasmd::pipeline::{run_stream, Counters, RunOptions};
+use sarcasmd::sinks::event::VecSink;
+use sarcasmd::sinks::metrics::Metrics;
+use sarcasmd::tools::bench::SamplesSource;
 
 /// A distinct count per reason, so a value read under the wrong name is caught too.
 fn count_of(i: usize) -> u64 {

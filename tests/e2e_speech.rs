@@ -6,8 +6,8 @@ mod common;
 use std::io::Read;
 
 use common::*;
-use sarcasmd::audio::{PcmReaderSource, WavSource};
-use sarcasmd::event::UtteranceEvent;
+use sarcasmd::sinks::event::UtteranceEvent;
+use sarcasmd::sources::audio::{PcmReaderSource, WavSource};
 
 const SENTENCES: [(&str, &str); 3] = [
     (
@@ -225,7 +225,7 @@ fn silence_and_noise_give_no_events() {
 /// A sink that fails on the first event, like a closed pipe or a full disk.
 struct FailingSink;
 
-impl sarcasmd::event::EventSink for FailingSink {
+impl sarcasmd::sinks::event::EventSink for FailingSink {
     fn write(&mut self, _: &UtteranceEvent) -> std::io::Result<()> {
         Err(std::io::Error::new(
             std::io::ErrorKind::BrokenPipe,

@@ -7,11 +7,11 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use sarcasmd::audio::PcmReaderSource;
 use sarcasmd::config::Config;
-use sarcasmd::event::VecSink;
-use sarcasmd::fusion::{HeadError, DEFAULT_HEADS_DIR, TEXT_FEATURE_VERSION};
 use sarcasmd::pipeline::{self, Engine, EngineError, RunOptions};
+use sarcasmd::sinks::event::VecSink;
+use sarcasmd::sources::audio::PcmReaderSource;
+use sarcasmd::views::fusion::{HeadError, DEFAULT_HEADS_DIR, TEXT_FEATURE_VERSION};
 
 fn source(samples: &[f32]) -> Box<PcmReaderSource<std::io::Cursor<Vec<u8>>>> {
     Box::new(PcmReaderSource::new("mem", std::io::Cursor::new(to_s16le(samples)), RATE).unwrap())

@@ -435,7 +435,7 @@ fn starved_of_cpu_it_drops_and_reports_instead_of_growing_queues() {
 /// time, so the second sentence is stamped after the outage.
 #[test]
 fn a_lost_interval_becomes_a_gap_event_and_later_times_include_it() {
-    use sarcasmd::audio::{AudioError, AudioSource, SourceGap};
+    use sarcasmd::sources::audio::{AudioError, AudioSource, SourceGap};
     struct Unplugged {
         parts: Vec<Vec<f32>>,
         pending_gap: Option<SourceGap>,
@@ -482,7 +482,7 @@ fn a_lost_interval_becomes_a_gap_event_and_later_times_include_it() {
         pending_gap: None,
         delivered: 0,
     };
-    let mut sink = sarcasmd::event::VecSink::default();
+    let mut sink = sarcasmd::sinks::event::VecSink::default();
     let stats = sarcasmd::pipeline::run_stream(
         common::engine(),
         &sarcasmd::config::Config::default(),

@@ -2,7 +2,7 @@
 //! (`weighted_views`, chosen on the cross-corpus protocol); the others are reported but
 //! never change `p_sarcastic`, and without a weighted view there is no score.
 
-use sarcasmd::fusion::{Fusion, FusionConfig, WeightedViews};
+use sarcasmd::views::fusion::{Fusion, FusionConfig, WeightedViews};
 
 fn shipped() -> Fusion {
     Fusion::load(&FusionConfig::default(), true, true).expect("the heads in models/heads load")

@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use common::daemon::http_port;
 use common::{hold, parse_config, pipe, read_wav_16k, to_s16le, wait_until};
-use sarcasmd::audio::PcmReaderSource;
 use sarcasmd::config::SourceConfig;
 use sarcasmd::daemon::builder::Daemon;
+use sarcasmd::sources::audio::PcmReaderSource;
 
 const DASHBOARD: &str = include_str!("../docs/grafana/sarcasmd.json");
 

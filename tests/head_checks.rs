@@ -11,7 +11,7 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use prost::Message;
-use sarcasmd::fusion::DEFAULT_HEADS_DIR;
+use sarcasmd::views::fusion::DEFAULT_HEADS_DIR;
 use tract_onnx::prelude::Framework;
 
 use common::bin;
@@ -105,7 +105,7 @@ fn swap_fusion_head(heads: &Path, dims: Vec<i64>) {
     proto.graph.as_mut().unwrap().initializer[0].dims = dims;
     let out = proto.encode_to_vec();
     std::fs::write(&p, &out).unwrap();
-    let sha = sarcasmd::models::sha256_bytes(&out);
+    let sha = sarcasmd::common::models::sha256_bytes(&out);
     set_meta(heads, "fusion_head", "onnx_sha256", &format!("\"{sha}\""));
 }
 
@@ -160,7 +160,7 @@ fn an_unpinned_but_sound_head_is_measured_by_eval_and_refused_by_validate() {
     proto.producer_name = "retrained".into();
     let out = proto.encode_to_vec();
     std::fs::write(&p, &out).unwrap();
-    let sha = sarcasmd::models::sha256_bytes(&out);
+    let sha = sarcasmd::common::models::sha256_bytes(&out);
     set_meta(&heads, "fusion_head", "onnx_sha256", &format!("\"{sha}\""));
     let out = validate_heads(d.path(), &heads);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));

@@ -7,9 +7,9 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use sarcasmd::metrics::ListenerStats;
 use sarcasmd::sinks::captions::CaptionsConfig;
 use sarcasmd::sinks::http::{HttpConfig, HttpServer, Hub, MAX_CAPTION_DOWNLOADS};
+use sarcasmd::sinks::metrics::ListenerStats;
 
 fn start(cfg: HttpConfig, captions: CaptionsConfig) -> (HttpServer, std::sync::Arc<Hub>) {
     let cfg = HttpConfig {

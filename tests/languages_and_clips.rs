@@ -4,9 +4,9 @@
 mod common;
 
 use common::*;
-use sarcasmd::audio::{PcmReaderSource, WavSource};
 use sarcasmd::config::Config;
 use sarcasmd::pipeline::Engine;
+use sarcasmd::sources::audio::{PcmReaderSource, WavSource};
 
 #[test]
 fn german_speech_is_detected_and_transcribed_with_base() {
@@ -24,7 +24,7 @@ fn german_speech_is_detected_and_transcribed_with_base() {
         1.0,
     );
     let src = PcmReaderSource::new("de", std::io::Cursor::new(to_s16le(&c.samples)), RATE).unwrap();
-    let mut sink = sarcasmd::event::VecSink::default();
+    let mut sink = sarcasmd::sinks::event::VecSink::default();
     sarcasmd::pipeline::run_stream(&engine, &cfg, Box::new(src), &mut sink, &Default::default())
         .unwrap();
     let evs = sink.0;

@@ -12,12 +12,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sarcasmd::audio::{
+use sarcasmd::common::drops::DropReason;
+use sarcasmd::common::reconnect::{BackoffPolicy, Clock};
+use sarcasmd::sources::audio::{
     AudioError, AudioSource, MicCounters, MicOpener, MicOptions, MicSource, Opener,
     ReconnectingSource, SourceGap,
 };
-use sarcasmd::drops::DropReason;
-use sarcasmd::reconnect::{BackoffPolicy, Clock};
 
 const CHUNK: usize = 1_600; // 100 ms at 16 kHz
 

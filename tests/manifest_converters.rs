@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sarcasmd::manifest::{Manifest, ManifestItem};
+use sarcasmd::tools::manifest::{Manifest, ManifestItem};
 
 const FILES: &[&str] = &[
     "mustard.jsonl",

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::mosquitto::{free_port, Broker, Subscriber};
-use sarcasmd::drops::DropReason;
+use sarcasmd::common::drops::DropReason;
 use sarcasmd::sinks::mqtt::{MqttConfig, MqttSink, MqttStats};
 
 const T: Duration = Duration::from_secs(20);

@@ -327,7 +327,7 @@ print(json.dumps(fams))
     }
     // Every registered drop is in the real scrape, in the family and under the label
     // value the registry gives it (tests/drop_registry.rs checks the other outputs).
-    for &r in sarcasmd::drops::DropReason::ALL {
+    for &r in sarcasmd::common::drops::DropReason::ALL {
         let f = r.family();
         let fam = format!("sarcasmd_{}", f.metric().unwrap_or(r.name()));
         let samples = fams[&fam]["samples"]

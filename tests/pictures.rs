@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::webdriver::Browser;
 use common::{bin, silence, speak, write_wav_i16, RATE};
-use sarcasmd::event::{GapEvent, LatencyMs, PartialEvent, ReadyMs, UtteranceEvent, Views};
+use sarcasmd::sinks::event::{GapEvent, LatencyMs, PartialEvent, ReadyMs, UtteranceEvent, Views};
 use serde_json::Value;
 
 fn run_ok(args: &[&str]) -> String {
@@ -409,7 +409,7 @@ fn report_page_works_offline_in_chromium() {
         .iter()
         .map(|&id| 250.0 + 10.0 * id as f64)
         .collect();
-    let p = sarcasmd::bench::Percentiles::of(totals);
+    let p = sarcasmd::tools::bench::Percentiles::of(totals);
     let summary = q("return document.getElementById('latency-total').textContent").to_string();
     let want = format!(
         "p50 {:.0} ms, p95 {:.0} ms, max {:.0} ms over 5 utterances",
@@ -469,7 +469,7 @@ fn report_page_works_offline_in_chromium() {
 
 /// The chip colour of a score, as CSS computes it (`report::score_colour`).
 fn chip_rgb(p: f64) -> String {
-    let hex = sarcasmd::report::score_colour(Some(p));
+    let hex = sarcasmd::tools::report::score_colour(Some(p));
     let c = |i: usize| u8::from_str_radix(&hex[i..i + 2], 16).unwrap();
     format!("{}, {}, {}", c(1), c(3), c(5))
 }

@@ -17,8 +17,8 @@ mod common;
 use std::path::Path;
 
 use common::*;
-use sarcasmd::audio::WavSource;
-use sarcasmd::event::UtteranceEvent;
+use sarcasmd::sinks::event::UtteranceEvent;
+use sarcasmd::sources::audio::WavSource;
 
 const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/meeting.wav");
 

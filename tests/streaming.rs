@@ -7,10 +7,10 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use sarcasmd::bench::SamplesSource;
 use sarcasmd::config::Config;
-use sarcasmd::event::VecSink;
 use sarcasmd::pipeline::{run_stream, RunOptions, RunStats};
+use sarcasmd::sinks::event::VecSink;
+use sarcasmd::tools::bench::SamplesSource;
 
 const SENTENCES: [(&str, &str); 2] = [
     (
@@ -150,12 +150,12 @@ fn a_turn_that_goes_on_after_an_early_end_is_revised_as_one() {
 /// state fit for the next decode.
 #[test]
 fn an_abandoned_decode_stops_midway_and_the_decoder_goes_on() {
-    use sarcasmd::asr::Urgency;
+    use sarcasmd::views::asr::Urgency;
     use std::cell::Cell;
     let text = "Oh great, another meeting that could have been an email.";
     let speech = speak(text, "en-us+m3");
     let mut asr = engine().asr.stream(&Config::default().asr).unwrap();
-    let decode = |asr: &mut sarcasmd::asr::AsrStream| {
+    let decode = |asr: &mut sarcasmd::views::asr::AsrStream| {
         asr.transcribe_unless(&speech, true, Urgency::Event, &|| false)
             .unwrap()
             .expect("not abandoned")

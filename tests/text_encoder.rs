@@ -62,7 +62,7 @@ fn long_input_is_cut_to_max_tokens_with_bos_and_eos() {
     let enc = common::engine().text.as_ref().unwrap();
     let long = "so wonderful ".repeat(400);
     let ids = enc.token_ids(&long).unwrap();
-    let max = sarcasmd::text::TextConfig::default().max_tokens;
+    let max = sarcasmd::views::text::TextConfig::default().max_tokens;
     assert_eq!(ids.len(), max);
     assert_eq!((ids[0], ids[max - 1]), (1, 2));
     assert!(

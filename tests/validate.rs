@@ -398,7 +398,7 @@ fn an_output_may_not_be_an_input_or_the_config() {
 /// layout is walked before native code sees it: exit 3 from both, with what is wrong.
 #[test]
 fn a_corrupt_whisper_file_of_the_right_size_is_refused_without_checksums() {
-    let models = sarcasmd::models::model_dir(None);
+    let models = sarcasmd::common::models::model_dir(None);
     let tiny = models.join("whisper/ggml-tiny.en-q8_0.bin");
     if !tiny.exists() {
         println!("SKIP: no models in {}", models.display());

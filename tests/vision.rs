@@ -11,10 +11,10 @@ use std::sync::OnceLock;
 
 use common::*;
 use sarcasmd::config::Config;
-use sarcasmd::event::VecSink;
 use sarcasmd::pipeline::{self, Engine, RunOptions};
-use sarcasmd::video::{FileVideoOptions, FileVideoSource, FrameSource};
-use sarcasmd::vision::{VisionSourceConfig, EXPRESSIONS};
+use sarcasmd::sinks::event::VecSink;
+use sarcasmd::sources::video::{FileVideoOptions, FileVideoSource, FrameSource};
+use sarcasmd::views::vision::{VisionSourceConfig, EXPRESSIONS};
 
 fn vision_config(video: &Path) -> Config {
     let mut cfg = Config::default();
@@ -72,7 +72,7 @@ fn no_face_in_view_gives_a_null_video_view_not_a_score() {
     };
     let cfg = vision_config(&video);
     let frames = FileVideoSource::open(&video, FileVideoOptions::default()).unwrap();
-    let src = sarcasmd::audio::PcmReaderSource::new(
+    let src = sarcasmd::sources::audio::PcmReaderSource::new(
         "speech",
         std::io::Cursor::new(to_s16le(&c.samples)),
         RATE,
@@ -121,7 +121,7 @@ fn a_frame_source_that_fails_leaves_the_stream_audio_only() {
     std::fs::write(&bad, &bytes[..bytes.len() / 2]).unwrap();
     let c = compose(0.5, &[("Sure, that went really well.", "en-us")], 1.0);
     let cfg = vision_config(&bad);
-    let src = sarcasmd::audio::PcmReaderSource::new(
+    let src = sarcasmd::sources::audio::PcmReaderSource::new(
         "speech",
         std::io::Cursor::new(to_s16le(&c.samples)),
         RATE,
@@ -202,7 +202,7 @@ fn real_clips_show_faces_and_score_the_video_view() {
     let wav = dir.join(format!("audio_16k/utterance/{stem}.wav"));
     let mut cfg = vision_config(clip);
     cfg.segment.hangover_ms = 2000;
-    let src = sarcasmd::audio::WavSource::open(&wav).unwrap();
+    let src = sarcasmd::sources::audio::WavSource::open(&wav).unwrap();
     let mut sink = VecSink::default();
     let frames = FileVideoSource::open(clip, FileVideoOptions::default()).unwrap();
     pipeline::run_stream_av(
@@ -300,7 +300,7 @@ fn frames_are_matched_to_utterances_by_the_stream_clock() {
         let stats = pipeline::run_stream_av(
             vision_engine(),
             &cfg,
-            Box::new(sarcasmd::audio::WavSource::open(&wav).unwrap()),
+            Box::new(sarcasmd::sources::audio::WavSource::open(&wav).unwrap()),
             Some(Box::new(frames)),
             &mut sink,
             &RunOptions::default(),

@@ -1,5 +1,5 @@
 //! `sarcasmd bench`: the whole pipeline over recordings replayed in real time
-//! (the measuring is `sarcasmd::bench`; this is its command: config, outputs, files).
+//! (the measuring is `sarcasmd::tools::bench`; this is its command: config, outputs, files).
 
 use std::path::Path;
 
@@ -31,26 +31,29 @@ pub(crate) fn bench(
     // Events stay in memory: outputs would add their own costs to the figures.
     cfg.output = Default::default();
     let engine = Engine::load(&cfg).map_err(DaemonError::from)?;
-    let clips = sarcasmd::bench::load_clips(input, limit)?;
+    let clips = sarcasmd::tools::bench::load_clips(input, limit)?;
     let name = config.map_or("defaults".to_string(), |p| p.display().to_string());
-    let opts = sarcasmd::bench::BenchOptions {
+    let opts = sarcasmd::tools::bench::BenchOptions {
         runs: runs.max(1),
         gap_ms,
         baseline,
     };
-    let report = sarcasmd::bench::run(&engine, &cfg, &name, input, clips, &opts)?;
-    print!("{}", sarcasmd::bench::table(&report));
+    let report = sarcasmd::tools::bench::run(&engine, &cfg, &name, input, clips, &opts)?;
+    print!("{}", sarcasmd::tools::bench::table(&report));
     if let Some(j) = out.json {
         std::fs::write(j, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", j.display()))?;
     }
     if let Some(p) = out.plot {
-        let series = sarcasmd::plot::bench::series_of_report(&report)?;
+        let series = sarcasmd::tools::plot::bench::series_of_report(&report)?;
         let title = format!(
             "sarcasmd bench: {} clips, {:.0} s, {}; {}",
             report.clips, report.audio_s, report.config, report.cpu.model
         );
-        sarcasmd::plot::write_svg(p, &sarcasmd::plot::bench::render_svg(&series, &title)?)?;
+        sarcasmd::tools::plot::write_svg(
+            p,
+            &sarcasmd::tools::plot::bench::render_svg(&series, &title)?,
+        )?;
     }
     Ok(0)
 }

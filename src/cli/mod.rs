@@ -1,12 +1,18 @@
-//! The binary's commands other than `run` and `replay` (which hold a daemon), one file
-//! each. They live in the binary, not the library, because they report with `anyhow`
-//! and print to the terminal; what they measure or draw is in the library.
+//! The binary's commands other than `run` and `replay` (which hold a daemon and its stop
+//! handler, in `main.rs`), one file each. They live in the binary, not the library,
+//! because they report with `anyhow` and print to the terminal; what they measure or
+//! draw is in the library.
 
 pub(crate) mod bench;
+pub(crate) mod devices;
+pub(crate) mod eval;
 pub(crate) mod models;
 pub(crate) mod plot;
+pub(crate) mod prosody;
+pub(crate) mod report;
 pub(crate) mod summary;
 pub(crate) mod training;
+pub(crate) mod validate;
 
 use std::path::Path;
 
@@ -23,7 +29,7 @@ pub(crate) fn check_outputs(
         .collect();
     for &(what, out) in outputs {
         let Some(out) = out else { continue };
-        sarcasmd::file_kind::distinct_output(out, seen.iter().copied())
+        sarcasmd::common::file_kind::distinct_output(out, seen.iter().copied())
             .map_err(|e| anyhow::anyhow!("{what} {}: {e}", out.display()))?;
         seen.push((what, out));
     }

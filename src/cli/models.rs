@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 
+use sarcasmd::common::models::{self, ModelStore};
 use sarcasmd::daemon::EXIT_MODELS;
-use sarcasmd::models::{self, ModelStore};
 
 use crate::ModelsCmd;
 

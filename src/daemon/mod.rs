@@ -12,6 +12,8 @@
 //! module, this module does not use `builder`.
 
 pub mod builder;
+pub mod preflight;
+pub mod service;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,26 +21,26 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use crate::audio::{
-    AudioError, AudioSource, MicCounters, MicOpener, MicOptions, PcmReaderSource,
-    ReconnectingSource, WavSource,
-};
+use crate::common::drops::{DropDelta, DropReason};
 use crate::config::{Config, ConfigError, SourceConfig};
-use crate::drops::{DropDelta, DropReason};
-use crate::event::{EventSink, JsonLinesSink};
-use crate::metrics::Metrics;
 use crate::pipeline::{Counters, EngineError, PipelineError, RunStats};
 use crate::sinks::captions::CaptionWriter;
+use crate::sinks::event::{EventSink, JsonLinesSink};
 #[cfg(doc)]
 use crate::sinks::file::EventsFile;
 use crate::sinks::http::{HttpError, HttpServer, Hub};
+use crate::sinks::metrics::Metrics;
 use crate::sinks::mqtt::{MqttError, MqttSink};
 use crate::sinks::SinkSet;
-use crate::video::{
+use crate::sources::audio::{
+    AudioError, AudioSource, MicCounters, MicOpener, MicOptions, PcmReaderSource,
+    ReconnectingSource, WavSource,
+};
+use crate::sources::video::{
     CameraOpener, CameraOptions, FileVideoOptions, FileVideoSource, FrameSource,
     ReconnectingFrameSource, VideoError, MAX_FPS,
 };
-use crate::vision::VisionSourceConfig;
+use crate::views::vision::VisionSourceConfig;
 
 #[derive(Debug, Error)]
 pub enum DaemonError {
@@ -55,9 +57,9 @@ pub enum DaemonError {
     #[error(transparent)]
     Mqtt(#[from] MqttError),
     #[error(transparent)]
-    Manifest(#[from] crate::manifest::ManifestError),
+    Manifest(#[from] crate::tools::manifest::ManifestError),
     #[error(transparent)]
-    Preflight(#[from] crate::preflight::PreflightError),
+    Preflight(#[from] crate::daemon::preflight::PreflightError),
     /// A video file named on the command line (`replay --video`) that cannot be read:
     /// bad input, as an unreadable audio file is, rather than an audio-only run.
     #[error("--video needs a video file ffmpeg can read, recorded with the audio (same start)")]
@@ -84,8 +86,12 @@ impl DaemonError {
             DaemonError::Http(HttpError::TokenFile { .. }) | DaemonError::Mqtt(_) => EXIT_BAD_INPUT,
             DaemonError::Pipeline(PipelineError::Audio(_)) => EXIT_BAD_INPUT,
             DaemonError::Engine(_) => EXIT_MODELS,
-            DaemonError::Preflight(crate::preflight::PreflightError::Config(_)) => EXIT_BAD_INPUT,
-            DaemonError::Preflight(crate::preflight::PreflightError::Models(_)) => EXIT_MODELS,
+            DaemonError::Preflight(crate::daemon::preflight::PreflightError::Config(_)) => {
+                EXIT_BAD_INPUT
+            }
+            DaemonError::Preflight(crate::daemon::preflight::PreflightError::Models(_)) => {
+                EXIT_MODELS
+            }
             _ => 1,
         }
     }
@@ -125,7 +131,7 @@ pub fn open_frames(
             // A camera missing at start is retried with backoff while audio runs.
             Ok(Box::new(ReconnectingFrameSource::new(
                 opener,
-                crate::reconnect::BackoffPolicy::default(),
+                crate::common::reconnect::BackoffPolicy::default(),
                 stop,
             )))
         }
@@ -182,7 +188,7 @@ pub fn open_source_parts(cfg: &Config) -> Result<OpenedSource, AudioError> {
                 ..Default::default()
             });
             mic_counters = Some(opener.counters());
-            let policy = crate::reconnect::BackoffPolicy {
+            let policy = crate::common::reconnect::BackoffPolicy {
                 initial: Duration::from_millis(*reconnect_initial_ms as u64),
                 max: Duration::from_millis(*reconnect_max_ms as u64),
                 ..Default::default()
@@ -385,19 +391,19 @@ pub(crate) fn stop_mqtt(mqtt: Arc<MqttSink>, grace: Duration) {
 }
 
 /// Counters as JSON for the MQTT stats topic. `dropped` is every registered drop
-/// ([`crate::drops::DropReason`]) by the name the run summary and `/metrics` use.
+/// ([`crate::common::drops::DropReason`]) by the name the run summary and `/metrics` use.
 pub fn live_stats(c: &Counters, started: Instant) -> serde_json::Value {
     let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    let audio_s = get(&c.samples_in) as f64 / crate::audio::PIPELINE_RATE_HZ as f64;
-    let cpu_s = crate::resources::cpu_seconds();
+    let audio_s = get(&c.samples_in) as f64 / crate::sources::audio::PIPELINE_RATE_HZ as f64;
+    let cpu_s = crate::common::resources::cpu_seconds();
     serde_json::json!({
         "type": "stats",
         "uptime_s": started.elapsed().as_secs_f64(),
         "audio_s": audio_s,
-        "cpu_s_per_audio_s": crate::resources::per_audio_second(cpu_s, audio_s),
+        "cpu_s_per_audio_s": crate::common::resources::per_audio_second(cpu_s, audio_s),
         "utterances": get(&c.utterances),
         "events": get(&c.events),
         "dropped": c.drops.snapshot(),
-        "peak_rss_mb": crate::resources::peak_rss_mb(),
+        "peak_rss_mb": crate::common::resources::peak_rss_mb(),
     })
 }

@@ -8,14 +8,14 @@ use std::time::Instant;
 
 use thiserror::Error;
 
-use crate::asr::{AsrError, AsrModel};
+use crate::common::models::{ModelError, ModelStore};
 use crate::config::Config;
-use crate::fusion::{Fusion, HeadError, Pinning};
-use crate::models::{ModelError, ModelStore};
-use crate::prosody;
-use crate::segment::{VadError, VadModel};
-use crate::text::{TextEncoder, TextError};
-use crate::vision::{VisionError, VisionModels};
+use crate::views::asr::{AsrError, AsrModel};
+use crate::views::fusion::{Fusion, HeadError, Pinning};
+use crate::views::prosody;
+use crate::views::text::{TextEncoder, TextError};
+use crate::views::vad::{VadError, VadModel};
+use crate::views::vision::{VisionError, VisionModels};
 
 #[derive(Debug, Error)]
 pub enum EngineError {
@@ -60,9 +60,9 @@ pub fn required_models(cfg: &Config, with_vision: bool) -> Vec<String> {
     if with_vision {
         names.extend(
             [
-                crate::vision::DETECTOR_MODEL,
-                crate::vision::LANDMARK_MODEL,
-                crate::vision::EXPRESSION_MODEL,
+                crate::views::vision::DETECTOR_MODEL,
+                crate::views::vision::LANDMARK_MODEL,
+                crate::views::vision::EXPRESSION_MODEL,
             ]
             .map(String::from),
         );
@@ -98,7 +98,7 @@ impl Engine {
     ) -> Result<Self, EngineError> {
         let t0 = Instant::now();
         let store = ModelStore::new(
-            crate::models::model_dir(cfg.models.dir.as_deref()),
+            crate::common::models::model_dir(cfg.models.dir.as_deref()),
             !cfg.models.skip_checksums,
         )?;
         let short = |sha: &str| sha.chars().take(12).collect::<String>();
@@ -141,9 +141,9 @@ impl Engine {
         let vision = if with_vision {
             let v = VisionModels::load(&store)?;
             for (k, name) in [
-                ("face_detector", crate::vision::DETECTOR_MODEL),
-                ("face_landmarks", crate::vision::LANDMARK_MODEL),
-                ("expression", crate::vision::EXPRESSION_MODEL),
+                ("face_detector", crate::views::vision::DETECTOR_MODEL),
+                ("face_landmarks", crate::views::vision::LANDMARK_MODEL),
+                ("expression", crate::views::vision::EXPRESSION_MODEL),
             ] {
                 let f = store.get(name)?;
                 models.insert(k.into(), format!("{name}@{}", short(&f.sha256)));
@@ -163,7 +163,7 @@ impl Engine {
             }
             models.insert("fusion_head".into(), f.fused.label());
             let w = f.weighted;
-            if w != crate::fusion::WeightedViews::ALL {
+            if w != crate::views::fusion::WeightedViews::ALL {
                 log::info!(
                     "fusion: p_sarcastic weighs {} only; the other views are scored and \
                      reported in `views` but did not raise the cross-corpus figure \

@@ -7,16 +7,16 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::asr::Urgency;
+use crate::common::counters::Counters;
 use crate::config::Config;
-use crate::counters::Counters;
-use crate::event::PartialEvent;
+use crate::sinks::event::PartialEvent;
+use crate::views::asr::Urgency;
 
 use super::engine::Engine;
 use super::queues::{send_partial, Emitted, InterimRequest};
 use super::{ms_since, round3, RATE};
 
-pub struct Interim<'a> {
+pub struct InterimStage<'a> {
     pub engine: &'a Engine,
     pub cfg: &'a Config,
     pub requests: Receiver<InterimRequest>,
@@ -24,7 +24,7 @@ pub struct Interim<'a> {
     pub counters: &'a Counters,
 }
 
-impl Interim<'_> {
+impl InterimStage<'_> {
     /// Decode requests until the segmenter is done or the sink is gone.
     pub fn run(self) {
         let mut asr = match self.engine.asr.stream(&self.cfg.asr) {

@@ -14,11 +14,12 @@
 //! - [`engine`] and [`stats`]: the shared models, and the run summary.
 //!
 //! Load shedding, when the board cannot keep up: first streaming steps (see
-//! `queues`), then the ladder in `crate::shed` (camera frame rate, smaller Whisper
+//! `queues`), then the ladder in `crate::common::shed` (camera frame rate, smaller Whisper
 //! model, text view of long utterances), each step counted and given back once
 //! utterances are on time.
 
 mod analyser;
+pub mod context;
 mod engine;
 mod interim;
 mod plan;
@@ -36,32 +37,33 @@ use std::time::Instant;
 
 use thiserror::Error;
 
-use crate::asr::AsrError;
-use crate::audio::{AudioError, AudioSource, PIPELINE_RATE_HZ};
+pub use crate::common::counters::Counters;
+use crate::common::shed::ShedLadder;
 use crate::config::Config;
-use crate::context::ContextStore;
-pub use crate::counters::Counters;
-use crate::event::EventSink;
-use crate::fusion::HeadError;
-use crate::prosody::ProsodyError;
-use crate::segment::VadError;
-use crate::shed::ShedLadder;
-use crate::text::TextError;
-use crate::video::FrameSource;
-use crate::vision::stream::VisionTimeline;
+use crate::pipeline::context::ContextStore;
+use crate::sinks::event::EventSink;
+use crate::sources::audio::{AudioError, AudioSource, PIPELINE_RATE_HZ};
+use crate::sources::video::FrameSource;
+use crate::views::asr::AsrError;
+use crate::views::fusion::HeadError;
+use crate::views::prosody::ProsodyError;
+use crate::views::text::TextError;
+use crate::views::vad::VadError;
+use crate::views::vision::stream::VisionTimeline;
+use crate::views::vision::VisionAnalyser;
 
 pub use engine::{required_models, Engine, EngineError};
 pub use stats::{RunStats, StageSummary, StreamingStats};
 
-use analyser::Analyser;
-use interim::Interim;
+use analyser::AnalyserStage;
+use interim::InterimStage;
 use plan::{Plan, PlanInputs};
 use queues::Queues;
 use segmenter::{SegmenterOutputs, SegmenterStage, SpeechSignals};
 use shutdown::Shutdown;
 use sink::SinkStage;
-use source::SourceFeeder;
-use vision::{FrameReader, VisionStage};
+use source::SourceStage;
+use vision::{FrameReaderStage, VisionStage};
 
 /// Stream samples per second.
 const RATE: f64 = PIPELINE_RATE_HZ as f64;
@@ -138,35 +140,13 @@ pub fn run_stream_av(
 ) -> Result<RunStats, PipelineError> {
     let t0 = Instant::now();
     let counters = opts.counters.clone();
-    // Vision: only with both a frame source and the models.
-    let vision = match (frames, &engine.vision) {
-        (Some(f), Some(m)) => match m.analyser(&cfg.vision) {
-            Ok(a) => Some((f, a)),
-            Err(e) => {
-                counters.vision.source_failed.store(true, Ordering::Relaxed);
-                log::warn!("{e}; running audio-only (views.video null)");
-                None
-            }
-        },
-        (Some(f), None) => {
-            log::warn!(
-                "{}: vision models are not loaded (vision.source is `none`); running audio-only",
-                f.describe()
-            );
-            None
-        }
-        _ => None,
-    };
-    let plan = Plan::new(
+    let vision = vision_parts(engine, cfg, frames, &counters);
+    let plan = plan_of(
+        engine,
         cfg,
-        PlanInputs {
-            live: source.is_live(),
-            realtime: opts.realtime,
-            vision: vision.is_some(),
-            frames_live: vision.as_ref().is_some_and(|(f, _)| f.is_live()),
-            asr_fallback: engine.asr_fallback.is_some(),
-            text_encoder: engine.text.is_some(),
-        },
+        source.as_ref(),
+        opts,
+        vision.as_ref().map(|(f, _)| f.as_ref()),
     );
     let plan = &plan;
     let shutdown = Shutdown::new(opts.stop.clone(), opts.frame_source_stop.clone());
@@ -188,10 +168,9 @@ pub fn run_stream_av(
     let timeline = &timeline;
 
     let stages = std::thread::scope(|s| -> Result<_, PipelineError> {
-        let spawn = |name: &str| std::thread::Builder::new().name(name.into());
         if let Some((frame_source, analyser)) = vision {
             let (frame_tx, frame_rx) = crossbeam_channel::bounded(plan.frame_queue);
-            let reader = FrameReader {
+            let reader = FrameReaderStage {
                 source: frame_source,
                 frames: frame_tx,
                 oldest: frame_rx.clone(),
@@ -202,23 +181,19 @@ pub fn run_stream_av(
                 gaps: ev_tx.clone(),
                 shutdown: shutdown.clone(),
             };
-            spawn("frames")
-                .spawn_scoped(s, move || reader.run())
-                .expect("spawn frames thread");
+            spawn_stage(s, "frames", move || reader.run());
             let stage = VisionStage {
                 analyser,
                 frames: frame_rx,
                 timeline,
                 counters: &counters,
             };
-            spawn("vision")
-                .spawn_scoped(s, move || stage.run())
-                .expect("spawn vision thread");
+            spawn_stage(s, "vision", move || stage.run());
         } else {
             timeline.end();
         }
 
-        let feeder = SourceFeeder {
+        let feeder = SourceStage {
             source,
             ring: ring_writer,
             realtime: plan.realtime,
@@ -226,9 +201,7 @@ pub fn run_stream_av(
             gaps: ev_tx.clone(),
             shutdown: shutdown.clone(),
         };
-        let source_h = spawn("source")
-            .spawn_scoped(s, move || feeder.run())
-            .expect("spawn source thread");
+        let source_h = spawn_stage(s, "source", move || feeder.run());
 
         let segmenter = SegmenterStage {
             vad: &engine.vad,
@@ -245,24 +218,20 @@ pub fn run_stream_av(
             ring: ring_reader,
             shutdown: shutdown.clone(),
         };
-        let segmenter_h = spawn("segmenter")
-            .spawn_scoped(s, move || segmenter.run())
-            .expect("spawn segmenter thread");
+        let segmenter_h = spawn_stage(s, "segmenter", move || segmenter.run());
 
         let interim_h = plan.interim_thread.then(|| {
-            let interim = Interim {
+            let interim = InterimStage {
                 engine,
                 cfg,
                 requests: int_rx,
                 events: ev_tx.clone(),
                 counters: &counters,
             };
-            spawn("interim")
-                .spawn_scoped(s, move || interim.run())
-                .expect("spawn interim thread")
+            spawn_stage(s, "interim", move || interim.run())
         });
 
-        let analyser = Analyser {
+        let analyser = AnalyserStage {
             engine,
             cfg,
             ctx: &context,
@@ -279,9 +248,7 @@ pub fn run_stream_av(
             signals: &signals,
             shutdown: shutdown.clone(),
         };
-        let analyser_h = spawn("analyser")
-            .spawn_scoped(s, move || analyser.run())
-            .expect("spawn analyser thread");
+        let analyser_h = spawn_stage(s, "analyser", move || analyser.run());
 
         // The sink runs on this thread until every sender is gone.
         let out = SinkStage {
@@ -291,19 +258,83 @@ pub fn run_stream_av(
             shutdown: shutdown.clone(),
         }
         .run(sink);
-        let src = source_h
-            .join()
-            .map_err(|_| PipelineError::Panic("source"))?;
-        let seg = segmenter_h
-            .join()
-            .map_err(|_| PipelineError::Panic("segmenter"))?;
-        let an = analyser_h
-            .join()
-            .map_err(|_| PipelineError::Panic("analyser"))?;
-        if let Some(h) = interim_h {
-            h.join().map_err(|_| PipelineError::Panic("interim"))?;
+        Joined {
+            source: source_h.join(),
+            segmenter: segmenter_h.join(),
+            analyser: analyser_h.join(),
+            interim: interim_h.map(|h| h.join()),
         }
-        // The first error in data-flow order is the cause; later ones are consequences.
+        .outcome(out, sink)
+    })?;
+    Ok(RunStats::collect(
+        &counters,
+        t0.elapsed().as_secs_f64(),
+        stages,
+        plan.streaming,
+        plan.vision,
+        ladder.stats(),
+    ))
+}
+
+/// Every setting of this stream, from the config and what it runs with.
+fn plan_of(
+    engine: &Engine,
+    cfg: &Config,
+    source: &dyn AudioSource,
+    opts: &RunOptions,
+    frames: Option<&dyn FrameSource>,
+) -> Plan {
+    Plan::new(
+        cfg,
+        PlanInputs {
+            live: source.is_live(),
+            realtime: opts.realtime,
+            vision: frames.is_some(),
+            frames_live: frames.is_some_and(|f| f.is_live()),
+            asr_fallback: engine.asr_fallback.is_some(),
+            text_encoder: engine.text.is_some(),
+        },
+    )
+}
+
+/// A stage on a thread of its own, named (for `top`, and in panic messages).
+fn spawn_stage<'s, T: Send + 's>(
+    s: &'s std::thread::Scope<'s, '_>,
+    name: &str,
+    run: impl FnOnce() -> T + Send + 's,
+) -> std::thread::ScopedJoinHandle<'s, T> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn_scoped(s, run)
+        .unwrap_or_else(|e| panic!("spawn {name} thread: {e}"))
+}
+
+/// What the stage threads ended with, joined.
+struct Joined {
+    source: std::thread::Result<Result<(), AudioError>>,
+    segmenter: std::thread::Result<Result<Vec<f64>, PipelineError>>,
+    analyser: std::thread::Result<Result<(), PipelineError>>,
+    interim: Option<std::thread::Result<()>>,
+}
+
+impl Joined {
+    /// The run's per-stage times, or its first error in data-flow order (later ones are
+    /// consequences); the sink is flushed last.
+    fn outcome(
+        self,
+        out: sink::SinkOutcome,
+        sink: &mut dyn EventSink,
+    ) -> Result<std::collections::BTreeMap<String, Vec<f64>>, PipelineError> {
+        let src = self.source.map_err(|_| PipelineError::Panic("source"))?;
+        let seg = self
+            .segmenter
+            .map_err(|_| PipelineError::Panic("segmenter"))?;
+        let an = self
+            .analyser
+            .map_err(|_| PipelineError::Panic("analyser"))?;
+        if let Some(h) = self.interim {
+            h.map_err(|_| PipelineError::Panic("interim"))?;
+        }
         src?;
         let vad_ms = seg?;
         an?;
@@ -314,15 +345,35 @@ pub fn run_stream_av(
         let mut stages = out.stages;
         stages.insert("vad_chunk".into(), vad_ms);
         Ok(stages)
-    })?;
-    Ok(RunStats::collect(
-        &counters,
-        t0.elapsed().as_secs_f64(),
-        stages,
-        plan.streaming,
-        plan.vision,
-        ladder.stats(),
-    ))
+    }
+}
+
+/// The frame source and its analyser, when both a frame source and the vision models
+/// are there; otherwise the stream runs audio-only (and says why).
+fn vision_parts(
+    engine: &Engine,
+    cfg: &Config,
+    frames: Option<Box<dyn FrameSource>>,
+    counters: &Counters,
+) -> Option<(Box<dyn FrameSource>, VisionAnalyser)> {
+    match (frames, &engine.vision) {
+        (Some(f), Some(m)) => match m.analyser(&cfg.vision) {
+            Ok(a) => Some((f, a)),
+            Err(e) => {
+                counters.vision.source_failed.store(true, Ordering::Relaxed);
+                log::warn!("{e}; running audio-only (views.video null)");
+                None
+            }
+        },
+        (Some(f), None) => {
+            log::warn!(
+                "{}: vision models are not loaded (vision.source is `none`); running audio-only",
+                f.describe()
+            );
+            None
+        }
+        _ => None,
+    }
 }
 
 fn ms_since(t: Instant) -> f64 {

@@ -5,10 +5,10 @@
 //! which threads a configuration starts and which full policy each queue gets
 //! without loading a model or starting a thread.
 
-use crate::audio::PIPELINE_RATE_HZ;
+use crate::common::shed::Applicable;
 use crate::config::Config;
-use crate::segment::VAD_CHUNK;
-use crate::shed::Applicable;
+use crate::sources::audio::PIPELINE_RATE_HZ;
+use crate::views::vad::VAD_CHUNK;
 
 /// What the plan needs to know beyond the config: the source and the loaded models.
 #[derive(Debug, Clone, Copy, Default)]

@@ -22,11 +22,11 @@ use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 use ringbuf::traits::{Consumer, Observer, Producer, Split};
 use ringbuf::{HeapCons, HeapProd, HeapRb};
 
-use crate::counters::Counters;
-use crate::drops::DropReason;
-use crate::event::{GapEvent, PartialEvent, UtteranceEvent};
-use crate::prosody::ProsodyFrame;
-use crate::segment::Span;
+use crate::common::counters::Counters;
+use crate::common::drops::DropReason;
+use crate::sinks::event::{GapEvent, PartialEvent, UtteranceEvent};
+use crate::views::prosody::ProsodyFrame;
+use crate::views::vad::Span;
 
 use super::plan::{Plan, WhenFull};
 use super::{round3, RATE};
@@ -156,7 +156,7 @@ pub fn record_gap(
     tx: &Sender<Emitted>,
     source: &'static str,
     what: &str,
-    gap: crate::audio::SourceGap,
+    gap: crate::sources::audio::SourceGap,
 ) {
     log::warn!(
         "{what}: lost {:.1} s of {source} at {:.1} s: {}",

@@ -14,12 +14,12 @@ use std::time::Instant;
 
 use crossbeam_channel::Sender;
 
+use crate::common::counters::Counters;
+use crate::common::lock::LockOrRecover;
 use crate::config::Config;
-use crate::context::ContextStore;
-use crate::counters::Counters;
-use crate::lock::LockOrRecover;
-use crate::prosody::{FrameExtractor, ProsodyFrame};
-use crate::segment::{EndpointEvent, Endpointer, VadModel, VadStream, VAD_CHUNK};
+use crate::pipeline::context::ContextStore;
+use crate::views::prosody::{FrameExtractor, ProsodyFrame};
+use crate::views::vad::{EndpointEvent, Endpointer, VadModel, VadStream, VAD_CHUNK};
 
 use super::plan::{Plan, WhenFull};
 use super::queues::{
@@ -142,7 +142,7 @@ impl Segmenter {
     ) -> Result<Self, PipelineError> {
         Ok(Self {
             vad: vad.stream()?,
-            frames_x: FrameExtractor::new(&cfg.prosody, crate::audio::PIPELINE_RATE_HZ)?,
+            frames_x: FrameExtractor::new(&cfg.prosody, crate::sources::audio::PIPELINE_RATE_HZ)?,
             endpointer: Endpointer::new(&cfg.segment),
             pending: Vec::with_capacity(VAD_CHUNK * 8),
             frames: Vec::new(),
@@ -473,13 +473,13 @@ impl SegmenterStage<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audio::AudioSource;
     use crate::pipeline::plan::PlanInputs;
+    use crate::sources::audio::AudioSource;
     use crossbeam_channel::unbounded;
 
     fn meeting() -> Vec<f32> {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("samples/meeting.wav");
-        let mut src = crate::audio::WavSource::open(&path).expect("samples/meeting.wav");
+        let mut src = crate::sources::audio::WavSource::open(&path).expect("samples/meeting.wav");
         let mut all = Vec::new();
         let mut buf = Vec::new();
         loop {
@@ -495,8 +495,8 @@ mod tests {
 
     fn vad() -> VadModel {
         let cfg = Config::default();
-        let store = crate::models::ModelStore::new(
-            crate::models::model_dir(cfg.models.dir.as_deref()),
+        let store = crate::common::models::ModelStore::new(
+            crate::common::models::model_dir(cfg.models.dir.as_deref()),
             false,
         )
         .unwrap();

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::Thread;
 
-use crate::lock::LockOrRecover;
+use crate::common::lock::LockOrRecover;
 
 /// A clone-able handle to the run's shutdown signal.
 #[derive(Clone)]

@@ -9,9 +9,9 @@ use std::sync::atomic::Ordering;
 
 use crossbeam_channel::Receiver;
 
-use crate::counters::Counters;
-use crate::drops::DropReason;
-use crate::event::EventSink;
+use crate::common::counters::Counters;
+use crate::common::drops::DropReason;
+use crate::sinks::event::EventSink;
 
 use super::queues::Emitted;
 use super::shutdown::Shutdown;

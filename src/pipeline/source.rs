@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
-use crate::audio::{AudioError, AudioSource};
-use crate::counters::Counters;
-use crate::drops::DropReason;
+use crate::common::counters::Counters;
+use crate::common::drops::DropReason;
+use crate::sources::audio::{AudioError, AudioSource};
 
 use super::queues::{record_gap, Emitted, RingWriter};
 use super::shutdown::Shutdown;
@@ -21,7 +21,7 @@ use super::RATE;
 /// it the clock simply skips ahead by less: minutes of zeros would only cost VAD time.
 pub const MAX_GAP_FILL_S: f64 = 60.0;
 
-pub struct SourceFeeder {
+pub struct SourceStage {
     pub source: Box<dyn AudioSource>,
     pub ring: RingWriter,
     /// Deliver a file at real-time pace, as a microphone would.
@@ -32,7 +32,7 @@ pub struct SourceFeeder {
     pub shutdown: Shutdown,
 }
 
-impl SourceFeeder {
+impl SourceStage {
     /// Feed until the source ends or the run stops; the ring is closed either way.
     pub fn run(self) -> Result<(), AudioError> {
         let Self {

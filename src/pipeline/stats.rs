@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 
 use serde::Serialize;
 
-use crate::counters::Counters;
-use crate::shed::ShedStats;
-use crate::vision::stream::VisionStats;
+use crate::common::counters::Counters;
+use crate::common::shed::ShedStats;
+use crate::views::vision::stream::VisionStats;
 
 use super::RATE;
 
@@ -48,7 +48,7 @@ pub struct RunStats {
     pub too_short: u64,
     pub partials: u64,
     pub empty_transcripts: u64,
-    /// Every drop of the run by its registered name ([`crate::drops::DropReason`]),
+    /// Every drop of the run by its registered name ([`crate::common::drops::DropReason`]),
     /// zeros included: the same names as `/metrics` and MQTT stats.
     pub dropped: BTreeMap<String, u64>,
     pub stages: BTreeMap<String, StageSummary>,

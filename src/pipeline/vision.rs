@@ -10,16 +10,16 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::counters::Counters;
-use crate::shed::ShedLadder;
-use crate::video::{FrameSource, VideoFrame};
-use crate::vision::stream::{self as vstream, VisionTimeline};
-use crate::vision::VisionAnalyser;
+use crate::common::counters::Counters;
+use crate::common::shed::ShedLadder;
+use crate::sources::video::{FrameSource, VideoFrame};
+use crate::views::vision::stream::{self as vstream, VisionTimeline};
+use crate::views::vision::VisionAnalyser;
 
 use super::queues::{record_gap, Emitted};
 use super::shutdown::Shutdown;
 
-pub struct FrameReader<'a, 'l> {
+pub struct FrameReaderStage<'a, 'l> {
     pub source: Box<dyn FrameSource>,
     pub frames: Sender<VideoFrame>,
     /// The queue's receiving end, for a camera to drop the oldest frame when full.
@@ -35,7 +35,7 @@ pub struct FrameReader<'a, 'l> {
     pub shutdown: Shutdown,
 }
 
-impl FrameReader<'_, '_> {
+impl FrameReaderStage<'_, '_> {
     /// Read until the source ends or fails, or the run or its audio side is done.
     pub fn run(self) {
         let Self {
@@ -57,7 +57,7 @@ impl FrameReader<'_, '_> {
         };
         let halted = || shutdown.frames_halted();
         let mut on_gap =
-            |g: crate::audio::SourceGap| record_gap(counters, &gaps, "video", &what, g);
+            |g: crate::sources::audio::SourceGap| record_gap(counters, &gaps, "video", &what, g);
         let r = vstream::read_frames(
             source,
             rate,

@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::event::UtteranceEvent;
-use crate::validate::Problems;
+use crate::common::validate::Problems;
+use crate::sinks::event::UtteranceEvent;
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -349,7 +349,7 @@ impl CaptionFile {
 /// are skipped on both sides, and those right after the shared words go with them. When
 /// the new decode changed those words, it is kept whole: the correction is worth a repeat.
 fn without_shown_prefix(ev: &UtteranceEvent, shown: &str) -> UtteranceEvent {
-    use crate::words::{normalise_word, normalise_words};
+    use crate::common::words::{normalise_word, normalise_words};
     let shown = normalise_words(shown);
     let words: Vec<&str> = ev
         .asr_segments
@@ -473,8 +473,8 @@ impl CaptionWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::asr::AsrSegment;
-    use crate::event::{LatencyMs, Views};
+    use crate::sinks::event::{LatencyMs, Views};
+    use crate::views::asr::AsrSegment;
 
     #[test]
     fn a_short_utterance_with_two_segments_does_not_cross_its_bounds() {
@@ -611,11 +611,17 @@ mod tests {
         let (vtt, srt) = render(None);
         assert_eq!(
             vtt,
-            include_str!("../../tests/fixtures/captions.golden.vtt")
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/captions.golden.vtt"
+            ))
         );
         assert_eq!(
             srt,
-            include_str!("../../tests/fixtures/captions.golden.srt")
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/captions.golden.srt"
+            ))
         );
     }
 

@@ -34,9 +34,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::counters::Counters;
-use crate::drops::DropReason;
-use crate::event::{EventSink, PartialEvent, UtteranceEvent};
+use crate::common::counters::Counters;
+use crate::common::drops::DropReason;
+use crate::sinks::event::{EventSink, PartialEvent, UtteranceEvent};
 
 /// Lines held while the file cannot be written (about 1-2 MB of events).
 pub const BACKLOG_LINES: usize = 1000;
@@ -152,7 +152,7 @@ fn not_events_file() -> std::io::Error {
 }
 
 /// Whether an existing file at `path` could be an events file: empty, not a regular
-/// file (a pipe, `/dev/null`), or starting with `{`. For `crate::preflight`.
+/// file (a pipe, `/dev/null`), or starting with `{`. For `crate::daemon::preflight`.
 pub fn looks_like_events(path: &Path) -> std::io::Result<()> {
     let meta = std::fs::metadata(path)?;
     if !meta.is_file() || meta.len() == 0 {
@@ -323,7 +323,7 @@ impl EventSink for EventsFile {
         Ok(())
     }
 
-    fn gap(&mut self, g: &crate::event::GapEvent) -> std::io::Result<()> {
+    fn gap(&mut self, g: &crate::sinks::event::GapEvent) -> std::io::Result<()> {
         self.push(g)
     }
 
@@ -354,7 +354,7 @@ impl EventSink for SharedEventsFile {
     fn partial(&mut self, p: &PartialEvent) -> std::io::Result<()> {
         self.with(|f| f.partial(p))
     }
-    fn gap(&mut self, g: &crate::event::GapEvent) -> std::io::Result<()> {
+    fn gap(&mut self, g: &crate::sinks::event::GapEvent) -> std::io::Result<()> {
         self.with(|f| f.gap(g))
     }
     fn flush(&mut self) -> std::io::Result<()> {

@@ -10,14 +10,16 @@
 //! run (logged, counted) instead of ending the daemon.
 
 pub mod captions;
+pub mod event;
 pub mod file;
 pub mod http;
+pub mod metrics;
 pub mod mqtt;
 
 use std::sync::Arc;
 
-use crate::event::{EventSink, PartialEvent, UtteranceEvent};
-use crate::metrics::Metrics;
+use crate::sinks::event::{EventSink, PartialEvent, UtteranceEvent};
+use crate::sinks::metrics::Metrics;
 use captions::CaptionWriter;
 use http::Hub;
 use mqtt::MqttSink;
@@ -76,7 +78,7 @@ fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 }
 
 impl EventSink for SinkSet {
-    fn gap(&mut self, g: &crate::event::GapEvent) -> std::io::Result<()> {
+    fn gap(&mut self, g: &crate::sinks::event::GapEvent) -> std::io::Result<()> {
         self.primary.gap(g)?;
         if let Some(h) = &self.hub {
             if let Ok(json) = serde_json::to_string(g) {

@@ -12,11 +12,11 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use sarcasmd::audio::{AudioSource, StreamResampler, PIPELINE_RATE_HZ};
 use sarcasmd::config::Config;
 use sarcasmd::daemon::builder::{DaemonBuilder, DaemonHandle, Ready};
-use sarcasmd::event::{UtteranceEvent, VecSink};
 use sarcasmd::pipeline::{self, Engine, RunOptions, RunStats};
+use sarcasmd::sinks::event::{UtteranceEvent, VecSink};
+use sarcasmd::sources::audio::{AudioSource, StreamResampler, PIPELINE_RATE_HZ};
 
 pub const RATE: u32 = PIPELINE_RATE_HZ;
 
@@ -216,7 +216,7 @@ pub fn run_with(cfg: &Config, source: Box<dyn AudioSource>) -> (Vec<UtteranceEve
 /// Word error rate (the bench's word edit distance over normalised words) and the
 /// reference length.
 pub fn wer(reference: &str, hypothesis: &str) -> (f64, usize) {
-    use sarcasmd::bench::{normalise_words, word_edits};
+    use sarcasmd::tools::bench::{normalise_words, word_edits};
     let r = normalise_words(reference);
     let h = normalise_words(hypothesis);
     (word_edits(&r, &h) as f64 / r.len().max(1) as f64, r.len())

@@ -162,7 +162,7 @@ impl Validate for HttpConfig {
 
 /// The token in `http.token_file`, checked as `http.token` is.
 pub fn read_token_file(path: &std::path::Path) -> Result<String, HttpError> {
-    let t = crate::secret_file::read(path).map_err(|e| HttpError::TokenFile {
+    let t = crate::common::secret_file::read(path).map_err(|e| HttpError::TokenFile {
         path: path.to_path_buf(),
         reason: format!("cannot read: {e}"),
     })?;

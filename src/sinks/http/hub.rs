@@ -95,7 +95,7 @@ impl Pool {
             return Some(PoolSlot(self.clone()));
         }
         let refused = self.refused.fetch_add(1, Ordering::Relaxed) + 1;
-        let now = crate::counters::now_ms().max(1);
+        let now = crate::common::counters::now_ms().max(1);
         let last = self.warned_ms.load(Ordering::Relaxed);
         if (last == 0 || now.saturating_sub(last) >= WARN_EVERY_MS)
             && self

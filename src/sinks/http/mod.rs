@@ -36,7 +36,7 @@
 //! `[http]` section; `hub.rs` what clients are sent; `access.rs` the host rule and the
 //! token check; `handlers.rs` the routes; `slots.rs` the connection slots.
 
-use crate::lock::LockOrRecover;
+use crate::common::lock::LockOrRecover;
 use std::collections::VecDeque;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -60,12 +60,13 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::{broadcast, watch};
 use tower::ServiceExt;
 
-use crate::drops::{DropCounters, DropCounts, DropReason, DropSource};
-use crate::metrics::{self, ListenerStats, Metrics};
+use crate::common::drops::{DropCounters, DropCounts, DropReason, DropSource};
+use crate::common::validate::{FieldError, Problems, Validate};
 use crate::sinks::captions::CaptionsConfig;
-use crate::validate::{FieldError, Problems, Validate};
+use crate::sinks::metrics::{self, ListenerStats, Metrics};
 
-const OVERLAY_HTML: &str = include_str!("../../../assets/overlay.html");
+const OVERLAY_HTML: &str =
+    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/overlay.html"));
 const MIN_TOKEN_LEN: usize = 16;
 /// Upper bound of `http.max_connections`: with the unit's `LimitNOFILE=1024` this leaves
 /// room for the models, devices, sinks and threads.

@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use axum::body::{Body, Bytes};
 use tokio::sync::Notify;
 
-use crate::lock::LockOrRecover;
+use crate::common::lock::LockOrRecover;
 
 /// What happened to a new connection.
 pub(super) enum Admit {

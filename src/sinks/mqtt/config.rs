@@ -288,7 +288,7 @@ pub(super) fn hostname() -> String {
 }
 
 pub fn read_password_file(path: &Path) -> Result<String, MqttError> {
-    let p = crate::secret_file::read(path).map_err(|source| MqttError::PasswordFile {
+    let p = crate::common::secret_file::read(path).map_err(|source| MqttError::PasswordFile {
         path: path.to_path_buf(),
         source,
     })?;

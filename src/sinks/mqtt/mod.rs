@@ -67,12 +67,12 @@ use rumqttc::{
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::error::BoxError;
+use crate::common::error::BoxError;
 
-use crate::drops::{DropCounts, DropReason, DropSource};
-use crate::lock::LockOrRecover;
-use crate::reconnect::{Backoff, BackoffPolicy};
-use crate::validate::{FieldError, Problems, Validate};
+use crate::common::drops::{DropCounts, DropReason, DropSource};
+use crate::common::lock::LockOrRecover;
+use crate::common::reconnect::{Backoff, BackoffPolicy};
+use crate::common::validate::{FieldError, Problems, Validate};
 
 /// Closes in a row with the same event oldest unacknowledged before it is dropped.
 const MAX_CLOSES_UNACKED: u32 = 3;
@@ -165,7 +165,7 @@ pub enum MqttError {
 
 /// The sink's counters as `/metrics` and the stats topic show them; defined where
 /// they are rendered, so `metrics` need not import the sink.
-pub use crate::metrics::MqttStats;
+pub use crate::sinks::metrics::MqttStats;
 
 /// What a message handed to rumqttc was, so its PubAck can be attributed.
 #[derive(Debug)]
@@ -476,7 +476,7 @@ impl MqttSink {
         self.shared.snapshot(&st)
     }
 
-    /// The sink's drop counts, to attach to a run's [`crate::drops::DropRegistry`]
+    /// The sink's drop counts, to attach to a run's [`crate::common::drops::DropRegistry`]
     /// (read live, also after [`MqttSink::shutdown`]).
     pub fn drop_source(&self) -> Arc<dyn DropSource> {
         self.shared.clone()

@@ -9,7 +9,7 @@ const MAX_PEM_BYTES: u64 = 1 << 20;
 /// A PEM file read by kind and with a bound (`/dev/zero` as `ca_file` was read until
 /// memory ran out, a FIFO blocked): the parsers then read from memory.
 fn read_pem(path: &Path) -> Result<Vec<u8>, BoxError> {
-    crate::file_kind::read_bytes(path, MAX_PEM_BYTES).map_err(Into::into)
+    crate::common::file_kind::read_bytes(path, MAX_PEM_BYTES).map_err(Into::into)
 }
 
 /// rustls client config with the ring provider passed explicitly (no aws-lc, no reliance on

@@ -1,0 +1,643 @@
+//! Prometheus metrics, served at `/metrics` in the OpenMetrics text format (which
+//! Prometheus scrapes natively) by the HTTP listener.
+//!
+//! Two kinds of figures: histograms and counters that the sink thread updates as events
+//! pass (`observe_*`), and values read at scrape time from the pipeline's own atomic
+//! counters, the SSE hub and the process (a collector), so a scrape always shows the
+//! live drop counts and queue depths without the pipeline knowing about Prometheus.
+
+use crate::common::lock::LockOrRecover;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::info::Info;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use crate::common::counters::Counters;
+use crate::common::drops::{DropCounts, DropReason, MetricFamily};
+use crate::sinks::event::UtteranceEvent;
+use serde::Serialize;
+
+/// What the HTTP listener reports to `/metrics` (its hub implements it), so that
+/// `metrics` does not import the sink that serves it.
+pub trait ListenerStats: Send + Sync + fmt::Debug {
+    /// SSE clients connected now.
+    fn clients(&self) -> u64;
+    /// Connections open now, SSE clients included.
+    fn connections(&self) -> u64;
+    /// Connections closed because `http.max_connections` were open.
+    fn refused_connection_limit(&self) -> u64;
+    /// Requests refused for their `Host` header.
+    fn refused_host(&self) -> u64;
+    /// Idle connections closed to admit a new one at `http.max_connections`.
+    fn idle_closed(&self) -> u64;
+    /// SSE clients refused at `http.max_sse_clients` (503).
+    fn refused_sse_limit(&self) -> u64;
+    /// Caption downloads refused at their own cap (503).
+    fn refused_download_limit(&self) -> u64;
+    /// Requests without exactly one `Host` header (400).
+    fn refused_bad_request(&self) -> u64;
+}
+
+/// The MQTT sink's state (`sinks::mqtt` fills it; `/metrics` and the stats topic show it).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct MqttStats {
+    pub connected: bool,
+    /// Successful connects (ConnAcks), the first one included.
+    pub connects: u64,
+    /// Connect attempts after a failure (a lost connection or a failed connect),
+    /// successful or not.
+    pub reconnect_attempts: u64,
+    /// Event publishes written to the broker connection; a resend after a reconnect
+    /// counts again. Written is not delivered: see `published` and `failed`.
+    pub sent: u64,
+    /// Events the broker acknowledged (PubAck). Only these count as published.
+    pub published: u64,
+    /// Event publishes written but not acknowledged when the connection closed, e.g. a
+    /// broker that closes the connection on a publish it refuses. Each is re-sent after
+    /// reconnecting, so one event can count here more than once and then in `published`.
+    pub failed: u64,
+    /// Events dropped, by reason (only the sink's own are counted here):
+    /// `mqtt_offline_queue_full`, `offline_queue` events were already held;
+    /// `mqtt_too_large`, payloads over `MAX_PAYLOAD_BYTES`, dropped without being
+    /// queued; `mqtt_refused`, dropped after the broker closed the connection
+    /// `MAX_CLOSES_UNACKED` times in a row while each was the oldest unacknowledged one
+    /// (a payload over the broker's own `max_packet_size`, say): re-sending it for ever
+    /// would block every event queued behind it.
+    pub drops: DropCounts,
+    /// Events held now: waiting for a connection or for their PubAck.
+    pub queued: u64,
+    pub last_error: Option<String>,
+}
+
+/// `Content-Type` of [`Metrics::encode`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+type Labels = Vec<(&'static str, String)>;
+type HistogramFamily = Family<Labels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 1 ms .. ~16 s in powers of two: VAD chunks at the bottom, Whisper on 15 s at the top.
+    Histogram::new(exponential_buckets(0.001, 2.0, 15))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    stage_latency: HistogramFamily,
+    events: Family<Labels, Counter>,
+    flags: Counter,
+    sink_errors: Family<Labels, Counter>,
+    live: Arc<LiveCollector>,
+}
+
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Metrics")
+    }
+}
+
+/// Read at scrape time.
+#[derive(Debug)]
+struct LiveCollector {
+    counters: Arc<Counters>,
+    hub: OnceLock<Arc<dyn ListenerStats>>,
+    mqtt: Mutex<Option<MqttStats>>,
+    model_load_s: Mutex<Option<f64>>,
+    started: std::time::Instant,
+}
+
+impl Metrics {
+    /// `build` labels go into `sarcasmd_build_info` (version, models, profile).
+    pub fn new(counters: Arc<Counters>, build: &[(&'static str, String)]) -> Self {
+        let mut registry = Registry::with_prefix("sarcasmd");
+        let stage_latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "stage_latency_seconds",
+            "Per-utterance wall time of each pipeline stage; stage=total is end of speech to event",
+            stage_latency.clone(),
+        );
+        let events = Family::<Labels, Counter>::default();
+        registry.register(
+            "events",
+            "Events delivered to the sinks, by type (utterance, partial)",
+            events.clone(),
+        );
+        let flags = Counter::default();
+        registry.register(
+            "sarcasm_flags",
+            "Utterances flagged sarcastic (p_sarcastic >= threshold)",
+            flags.clone(),
+        );
+        let sink_errors = Family::<Labels, Counter>::default();
+        registry.register(
+            "sink_errors",
+            "Writes a secondary sink (captions, MQTT) could not complete; the daemon keeps running",
+            sink_errors.clone(),
+        );
+        let mut info: Labels = vec![("version", env!("CARGO_PKG_VERSION").to_string())];
+        info.extend(build.iter().cloned());
+        registry.register("build", "Build and model information", Info::new(info));
+        let live = Arc::new(LiveCollector {
+            counters,
+            hub: OnceLock::new(),
+            mqtt: Mutex::new(None),
+            model_load_s: Mutex::new(None),
+            started: std::time::Instant::now(),
+        });
+        registry.register_collector(Box::new(live.clone()));
+        Self {
+            registry,
+            stage_latency,
+            events,
+            flags,
+            sink_errors,
+            live,
+        }
+    }
+
+    pub fn attach_hub(&self, hub: Arc<dyn ListenerStats>) {
+        let _ = self.live.hub.set(hub);
+    }
+
+    pub fn set_model_load_seconds(&self, s: f64) {
+        *self.live.model_load_s.lock_or_recover() = Some(s);
+    }
+
+    pub fn set_mqtt(&self, stats: MqttStats) {
+        *self.live.mqtt.lock_or_recover() = Some(stats);
+    }
+
+    pub fn observe_utterance(&self, ev: &UtteranceEvent) {
+        for (stage, ms) in ev.latency_ms.stages() {
+            self.stage_latency
+                .get_or_create(&vec![("stage", stage.to_string())])
+                .observe(ms / 1000.0);
+        }
+        self.events
+            .get_or_create(&vec![("type", "utterance".to_string())])
+            .inc();
+        if ev.sarcastic {
+            self.flags.inc();
+        }
+    }
+
+    pub fn observe_partial(&self) {
+        self.events
+            .get_or_create(&vec![("type", "partial".to_string())])
+            .inc();
+    }
+
+    pub fn sink_error(&self, sink: &'static str) {
+        self.sink_errors
+            .get_or_create(&vec![("sink", sink.to_string())])
+            .inc();
+    }
+
+    /// The whole exposition, ending with `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(8192);
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+/// Reloads over the life of the process (each reload starts a new stream with new
+/// [`Counters`], so these live outside them).
+#[derive(Debug)]
+pub struct ReloadCounters {
+    /// A reloaded config that started.
+    pub applied: AtomicU64,
+    /// Refused before the stream was touched (invalid, or failed preflight).
+    pub rejected: AtomicU64,
+    /// Passed the checks but did not start; the previous config runs again.
+    pub failed: AtomicU64,
+}
+
+pub static RELOADS: ReloadCounters = ReloadCounters {
+    applied: AtomicU64::new(0),
+    rejected: AtomicU64::new(0),
+    failed: AtomicU64::new(0),
+};
+
+fn counter<N: prometheus_client::encoding::EncodeCounterValue>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    v: N,
+) -> fmt::Result {
+    let c = ConstCounter::new(v);
+    c.encode(enc.encode_descriptor(name, help, None, c.metric_type())?)
+}
+
+fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> fmt::Result {
+    let g = ConstGauge::new(v);
+    g.encode(enc.encode_descriptor(name, help, None, g.metric_type())?)
+}
+
+fn family(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    label: &'static str,
+    items: &[(&str, f64)],
+) -> fmt::Result {
+    let mut me = enc.encode_descriptor(name, help, None, kind)?;
+    for &(value, v) in items {
+        let labels = [(label, value)];
+        let fe = me.encode_family(&labels)?;
+        match kind {
+            MetricType::Counter => ConstCounter::new(v).encode(fe)?,
+            _ => ConstGauge::new(v).encode(fe)?,
+        }
+    }
+    Ok(())
+}
+
+/// Every registered drop ([`crate::common::drops::DropReason`]) in the family its reason
+/// names, so `/metrics` cannot list a drop the run summary and MQTT stats do not.
+pub(crate) fn encode_drops(enc: &mut DescriptorEncoder, counts: &DropCounts) -> fmt::Result {
+    for r in DropReason::ALL
+        .iter()
+        .filter(|r| r.family() == MetricFamily::Own)
+    {
+        counter(enc, r.name(), r.help(), counts.get(*r))?;
+    }
+    for fam in [MetricFamily::DroppedEvents, MetricFamily::DeviceDropped] {
+        let (Some(name), Some(label)) = (fam.metric(), fam.label()) else {
+            continue;
+        };
+        let items: Vec<(&str, f64)> = counts
+            .iter()
+            .filter(|(r, _)| r.family() == fam)
+            .map(|(r, n)| (r.name(), n as f64))
+            .collect();
+        family(enc, name, fam.help(), MetricType::Counter, label, &items)?;
+    }
+    Ok(())
+}
+
+/// Resident set size now, from `/proc/self/statm` (pages).
+fn rss_bytes() -> Option<f64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: f64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    Some(pages * page.max(4096) as f64)
+}
+
+impl Collector for LiveCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let c = &self.counters;
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let audio_s = get(&c.samples_in) as f64 / crate::sources::audio::PIPELINE_RATE_HZ as f64;
+        let cpu_s = crate::common::resources::cpu_seconds();
+        counter(
+            &mut enc,
+            "audio_seconds",
+            "Audio received from the source",
+            audio_s,
+        )?;
+        counter(
+            &mut enc,
+            "cpu_seconds",
+            "CPU time (user + system) of the whole process",
+            cpu_s,
+        )?;
+        gauge(
+            &mut enc,
+            "realtime_factor",
+            "CPU seconds per audio second since start (below 1 keeps up on one core; 0 before a second of audio)",
+            crate::common::resources::per_audio_second(cpu_s, audio_s).unwrap_or(0.0),
+        )?;
+        counter(
+            &mut enc,
+            "utterances",
+            "Utterances cut by the endpointer and sent to analysis",
+            get(&c.utterances),
+        )?;
+        family(
+            &mut enc,
+            "discarded_utterances",
+            "Speech that produced no event, by reason",
+            MetricType::Counter,
+            "reason",
+            &[
+                ("too_short", get(&c.too_short) as f64),
+                ("empty_transcript", get(&c.empty_transcripts) as f64),
+            ],
+        )?;
+        counter(
+            &mut enc,
+            "latency_budget_violations",
+            "Events later than budget.event_latency_ms after the end of speech",
+            get(&c.budget_violations),
+        )?;
+        counter(
+            &mut enc,
+            "events_file_errors",
+            "Failed writes or opens of the events file (disk full, path missing); lines wait in a backlog",
+            get(&c.events_file_errors),
+        )?;
+        counter(
+            &mut enc,
+            "events_file_reopens",
+            "Times the events file was opened again by path because it was removed, its directory removed, or it was moved away",
+            get(&c.events_file_reopens),
+        )?;
+        let clients = self.hub.get().map_or(0, |h| h.clients());
+        let mqtt = self.mqtt.lock_or_recover().clone();
+        encode_drops(&mut enc, &c.drops.snapshot())?;
+        let v = &c.vision;
+        family(
+            &mut enc,
+            "vision_frames",
+            "Video frames by fate: received, skipped to stay within vision.analyse_fps, analysed, analysed with a face (queue drops are in dropped_events)",
+            MetricType::Counter,
+            "fate",
+            &[
+                ("received", get(&v.frames_in) as f64),
+                ("skipped_rate", get(&v.frames_skipped) as f64),
+                ("analysed", get(&v.frames_analysed) as f64),
+                ("with_face", get(&v.frames_with_face) as f64),
+            ],
+        )?;
+        counter(
+            &mut enc,
+            "source_gaps",
+            "Intervals a live source lost (device unplugged or stalled) and got back; each also emits a `gap` event",
+            get(&c.source_gaps),
+        )?;
+        counter(
+            &mut enc,
+            "source_gap_seconds",
+            "Total length of the lost intervals, in seconds (whole milliseconds)",
+            get(&c.source_gap_ms) as f64 / 1e3,
+        )?;
+        counter(
+            &mut enc,
+            "utterances_without_face",
+            "Utterances with a frame source whose video view is null: no analysed frame showed a face",
+            get(&v.utterances_without_face),
+        )?;
+        family(
+            &mut enc,
+            "vision_source",
+            "Frame source state: running, or failed (the stream then runs audio-only)",
+            MetricType::Gauge,
+            "state",
+            &[
+                (
+                    "running",
+                    v.source_running.load(Ordering::Relaxed) as u8 as f64,
+                ),
+                (
+                    "failed",
+                    v.source_failed.load(Ordering::Relaxed) as u8 as f64,
+                ),
+            ],
+        )?;
+        family(
+            &mut enc,
+            "stream_steps",
+            "Streaming recognition steps by outcome: decoded, skipped while the analyser was busy, shed while finished utterances waited, stale, abandoned (a pause's decode when speech resumed) or superseded (a captions-only decode that gave way to a pause's decode or a finished utterance)",
+            MetricType::Counter,
+            "outcome",
+            &[
+                ("decoded", get(&c.stream_steps) as f64),
+                ("skipped_busy", get(&c.stream_steps_skipped_busy) as f64),
+                ("shed_backlog", get(&c.stream_steps_shed) as f64),
+                ("stale", get(&c.stream_steps_stale) as f64),
+                ("abandoned", get(&c.stream_steps_abandoned) as f64),
+                ("superseded", get(&c.stream_steps_superseded) as f64),
+            ],
+        )?;
+        family(
+            &mut enc,
+            "load_shed",
+            "Work skipped to keep up, by kind (vision_frames: camera frames skipped at the lowered rate; asr_fallback: final transcripts decoded by the smaller asr.fallback_model; text_view: long utterances whose text view was skipped while the analyser was behind)",
+            MetricType::Counter,
+            "kind",
+            &[
+                ("vision_frames", get(&c.shed.vision_frames_shed) as f64),
+                ("asr_fallback", get(&c.shed.fallback_decodes) as f64),
+                ("text_view", get(&c.text_shed) as f64),
+            ],
+        )?;
+        {
+            use crate::common::shed::ShedStep;
+            family(
+                &mut enc,
+                "shed_steps_taken",
+                "Load shedding steps taken, in their order: vision_fps, asr_model, text",
+                MetricType::Counter,
+                "step",
+                &[
+                    ("vision_fps", c.shed.taken(ShedStep::VisionFps) as f64),
+                    ("asr_model", c.shed.taken(ShedStep::AsrModel) as f64),
+                    ("text", c.shed.taken(ShedStep::Text) as f64),
+                ],
+            )?;
+        }
+        gauge(
+            &mut enc,
+            "shed_level",
+            "Load shedding steps in force now (0 = nothing shed)",
+            c.shed.level() as f64,
+        )?;
+        let spec = get(&c.speculative_finals);
+        family(
+            &mut enc,
+            "final_transcripts",
+            "Final transcripts by source: the speculative decode made at the final pause, or a decode after the endpoint",
+            MetricType::Counter,
+            "source",
+            &[
+                ("speculative", spec as f64),
+                (
+                    "after_endpoint",
+                    get(&c.events).saturating_sub(spec + get(&c.text_shed)) as f64,
+                ),
+            ],
+        )?;
+        family(
+            &mut enc,
+            "early_ends",
+            "Utterances ended by the sentence-end shortcut, by outcome: kept, or reopened because the speaker went on (a revising event replaced it)",
+            MetricType::Counter,
+            "outcome",
+            &[
+                (
+                    "kept",
+                    get(&c.early_ends).saturating_sub(get(&c.reopened_after_early_end)) as f64,
+                ),
+                ("reopened", get(&c.reopened_after_early_end) as f64),
+            ],
+        )?;
+        family(
+            &mut enc,
+            "queue_depth",
+            "Items waiting in each bounded queue now (audio ring in samples)",
+            MetricType::Gauge,
+            "queue",
+            &[
+                ("audio_ring_samples", get(&c.ring_fill_samples) as f64),
+                ("utterances", get(&c.utterance_queue_depth) as f64),
+                ("events", get(&c.event_queue_depth) as f64),
+                (
+                    "mqtt_offline",
+                    mqtt.as_ref().map_or(0.0, |m| m.queued as f64),
+                ),
+            ],
+        )?;
+        family(
+            &mut enc,
+            "device_up",
+            "1 while the device delivers data, 0 when it is absent, stopped or failed",
+            MetricType::Gauge,
+            "device",
+            &[(
+                "audio",
+                if c.source_running.load(Ordering::Relaxed) {
+                    1.0
+                } else {
+                    0.0
+                },
+            )],
+        )?;
+        gauge(
+            &mut enc,
+            "sse_clients",
+            "Browser overlays and other SSE clients connected now",
+            clients as f64,
+        )?;
+        family(
+            &mut enc,
+            "reloads",
+            "Configuration reloads (SIGHUP) by result: applied, rejected (invalid or failed preflight; old config kept), failed (did not start; old config restarted)",
+            MetricType::Counter,
+            "result",
+            &[
+                ("applied", RELOADS.applied.load(Ordering::Relaxed) as f64),
+                ("rejected", RELOADS.rejected.load(Ordering::Relaxed) as f64),
+                ("failed", RELOADS.failed.load(Ordering::Relaxed) as f64),
+            ],
+        )?;
+        if let Some(h) = self.hub.get() {
+            gauge(
+                &mut enc,
+                "http_connections",
+                "HTTP connections open now (SSE clients included; at most http.max_connections)",
+                h.connections() as f64,
+            )?;
+            family(
+                &mut enc,
+                "http_refused",
+                "HTTP connections or requests refused, by reason (connection_limit: http.max_connections open, all serving; idle_closed: an idle connection closed to admit a new one; host: Host header not allowed; sse_limit: http.max_sse_clients SSE clients connected; download_limit: as many caption downloads as allowed under way; bad_request: no Host header or several)",
+                MetricType::Counter,
+                "reason",
+                &[
+                    ("connection_limit", h.refused_connection_limit() as f64),
+                    ("idle_closed", h.idle_closed() as f64),
+                    ("host", h.refused_host() as f64),
+                    ("sse_limit", h.refused_sse_limit() as f64),
+                    ("download_limit", h.refused_download_limit() as f64),
+                    ("bad_request", h.refused_bad_request() as f64),
+                ],
+            )?;
+        }
+        if let Some(m) = &mqtt {
+            gauge(
+                &mut enc,
+                "mqtt_connected",
+                "1 while connected to the MQTT broker",
+                if m.connected { 1.0 } else { 0.0 },
+            )?;
+            family(
+                &mut enc,
+                "mqtt_messages",
+                "MQTT event messages (QoS 1): sent = written to the connection, published = \
+                 acknowledged by the broker, failed = connection closed before the acknowledgement",
+                MetricType::Counter,
+                "state",
+                &[
+                    ("sent", m.sent as f64),
+                    ("published", m.published as f64),
+                    ("failed", m.failed as f64),
+                ],
+            )?;
+            counter(
+                &mut enc,
+                "mqtt_reconnect_attempts",
+                "MQTT connect attempts after a lost connection or a failed connect",
+                m.reconnect_attempts,
+            )?;
+        }
+        if let Some(s) = *self.model_load_s.lock_or_recover() {
+            gauge(
+                &mut enc,
+                "model_load_seconds",
+                "Wall time to load and check every model at start",
+                s,
+            )?;
+        }
+        if let Some(b) = rss_bytes() {
+            gauge(
+                &mut enc,
+                "resident_memory_bytes",
+                "Resident set size now",
+                b,
+            )?;
+        }
+        gauge(
+            &mut enc,
+            "peak_resident_memory_bytes",
+            "Peak resident set size since start",
+            crate::common::resources::peak_rss_mb() * 1024.0 * 1024.0,
+        )?;
+        gauge(
+            &mut enc,
+            "uptime_seconds",
+            "Seconds since the daemon started",
+            self.started.elapsed().as_secs_f64(),
+        )?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mqtt_delivery_counters_are_exported() {
+        let m = Metrics::new(Arc::new(Counters::default()), &[]);
+        m.set_mqtt(MqttStats {
+            connected: true,
+            reconnect_attempts: 4,
+            sent: 5,
+            published: 2,
+            failed: 3,
+            ..MqttStats::default()
+        });
+        let text = m.encode();
+        for want in [
+            "sarcasmd_mqtt_messages_total{state=\"sent\"} 5",
+            "sarcasmd_mqtt_messages_total{state=\"published\"} 2",
+            "sarcasmd_mqtt_messages_total{state=\"failed\"} 3",
+            "sarcasmd_mqtt_reconnect_attempts_total 4",
+            "sarcasmd_mqtt_connected 1",
+        ] {
+            assert!(text.contains(want), "{want} missing from:\n{text}");
+        }
+    }
+}

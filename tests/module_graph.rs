@@ -1,7 +1,11 @@
 //! Dependencies run one way (issues 27 and 35), read from the sources as text: every
 //! `crate::<folder>::<module>` path outside comments and `#[cfg(test)]` code is an edge
 //! from the file's module to that module (a test module may reach sideways for fixtures).
-//! Two levels are checked:
+//! Three levels are checked:
+//! - files: every file is a node (`views::asr::streaming`); its `crate::`, `super::`
+//!   paths and, in a `mod.rs`, its children's names are edges; no two files may import
+//!   each other, except that a submodule may use its own ancestors (their private items
+//!   are its own module's);
 //! - modules: each file or folder one level below a folder of `src/` (`views::asr`,
 //!   `pipeline::analyser`, `common::drops`, `config`) is a node; no two may import each
 //!   other, directly or through others;
@@ -234,6 +238,137 @@ fn folders_import_only_the_folders_below_them() {
         }
     }
     assert!(wrong.is_empty(), "upward imports:\n{}", wrong.join("\n"));
+}
+
+/// The module path of a file: `views/asr/streaming.rs` → `views::asr::streaming`,
+/// `views/asr/mod.rs` → `views::asr`.
+fn file_module(rel: &Path) -> String {
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| {
+            c.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_string()
+        })
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// `super::x::Y`, `super::super::z` → ["x::Y", "super::z"] (the path after the first
+/// `super::`, later `super::`s kept).
+fn super_paths(code: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("super::") {
+        let before = code[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
+        let rest = &code[i + "super::".len()..];
+        let end = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .unwrap_or(rest.len());
+        let p = rest[..end].trim_end_matches(':');
+        if !p.is_empty() {
+            out.push(p.to_string());
+        }
+    }
+    out
+}
+
+/// The longest prefix of `path` that is a file's module.
+fn longest_module(path: &str, files: &BTreeSet<String>) -> Option<String> {
+    let segs: Vec<&str> = path.split("::").collect();
+    (1..=segs.len())
+        .rev()
+        .map(|n| segs[..n].join("::"))
+        .find(|m| files.contains(m))
+}
+
+fn file_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut paths = Vec::new();
+    rust_files(src, &mut paths);
+    let mut code: BTreeMap<String, (String, bool)> = BTreeMap::new();
+    for f in &paths {
+        let rel = f.strip_prefix(src).unwrap();
+        let m = file_module(rel);
+        let top = m.split("::").next().unwrap_or_default();
+        // The crate roots and the binary's own modules, as in `graph`.
+        if top == "main" || top == "lib" || top == "cli" {
+            continue;
+        }
+        let is_mod_rs = rel.file_name().is_some_and(|n| n == "mod.rs");
+        code.insert(
+            m,
+            (code_of(&std::fs::read_to_string(f).unwrap()), is_mod_rs),
+        );
+    }
+    let files: BTreeSet<String> = code.keys().cloned().collect();
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, (text, is_mod_rs)) in &code {
+        let parent = m.rsplit_once("::").map_or("", |(p, _)| p);
+        let mut deps: BTreeSet<String> = crate_paths(text)
+            .iter()
+            .filter_map(|p| longest_module(p, &files))
+            .collect();
+        for p in super_paths(text) {
+            let mut base = parent.to_string();
+            let mut rest = p.as_str();
+            while let Some(r) = rest.strip_prefix("super::") {
+                base = base
+                    .rsplit_once("::")
+                    .map_or(String::new(), |(b, _)| b.to_string());
+                rest = r;
+            }
+            let full = if base.is_empty() {
+                rest.to_string()
+            } else {
+                format!("{base}::{rest}")
+            };
+            deps.extend(longest_module(&full, &files));
+        }
+        if *is_mod_rs {
+            // A folder's mod.rs names its children by their relative paths (`use child::X`).
+            for child in files
+                .iter()
+                .filter(|c| c.rsplit_once("::").is_some_and(|(p, _)| p == m))
+            {
+                let name = child.rsplit_once("::").unwrap().1;
+                let used = text.match_indices(&format!("{name}::")).any(|(i, _)| {
+                    !text[..i]
+                        .chars()
+                        .next_back()
+                        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+                });
+                if used {
+                    deps.insert(child.clone());
+                }
+            }
+        }
+        // A submodule using its own ancestors is within one module.
+        deps.retain(|d| d != m && !m.starts_with(&format!("{d}::")));
+        g.insert(m.clone(), deps);
+    }
+    g
+}
+
+#[test]
+fn no_file_of_src_imports_itself_back() {
+    let g = file_graph(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    assert!(g.len() > 90, "read too few files: {}", g.len());
+    let loops: Vec<String> = g
+        .iter()
+        .flat_map(|(m, deps)| deps.iter().map(move |d| (m, d)))
+        .filter_map(|(m, d)| path(&g, d, m).map(|back| format!("{m} -> {}", back.join(" -> "))))
+        .collect();
+    assert!(
+        loops.is_empty(),
+        "import loops between files:\n{}",
+        loops.join("\n")
+    );
 }
 
 #[test]

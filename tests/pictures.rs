@@ -315,7 +315,7 @@ fn meeting_events(dir: &Path) -> (PathBuf, PathBuf) {
         ]
         .into_iter()
         .collect(),
-        source_gaps: 1,
+        counts: [("source_gaps", 1u64)].into_iter().collect(),
         source_gap_s: 3.5,
         ..Default::default()
     };

@@ -89,10 +89,10 @@ fn streamed_transcripts_match_the_speech_and_views_report_readiness() {
         assert!(!ev.text_shed);
     }
     assert!(stats.streaming.enabled);
-    assert!(stats.streaming.steps >= 2, "{:?}", stats.streaming);
+    assert!(stats.streaming.count("steps") >= 2, "{:?}", stats.streaming);
     // Sentences followed by silence: the decode started at the pause is the final one.
     assert!(
-        stats.streaming.speculative_finals >= 1,
+        stats.streaming.count("speculative_finals") >= 1,
         "{:?}",
         stats.streaming
     );
@@ -113,7 +113,7 @@ fn a_file_read_as_fast_as_possible_is_decoded_one_shot() {
     );
     assert_eq!(events.len(), 1);
     assert!(!stats.streaming.enabled);
-    assert_eq!(stats.streaming.steps, 0);
+    assert_eq!(stats.streaming.count("steps"), 0);
 }
 
 /// A pause after words Whisper ends with a full stop, inside one turn: the sentence-end
@@ -129,7 +129,8 @@ fn a_turn_that_goes_on_after_an_early_end_is_revised_as_one() {
     let events = sink.0;
     eprintln!("{:?}\n{events:#?}", stats.streaming);
     assert!(
-        stats.streaming.early_ends >= 1 && stats.streaming.reopened_after_early_end >= 1,
+        stats.streaming.count("early_ends") >= 1
+            && stats.streaming.count("reopened_after_early_end") >= 1,
         "the decode of \"How lovely.\" did not end the utterance early: {:?}",
         stats.streaming
     );
@@ -212,7 +213,7 @@ fn a_pause_inside_a_turn_is_committed_and_the_turn_keeps_its_words() {
     eprintln!("{:?}\n{all:#?}", stats.streaming);
     assert_eq!(standing.len(), 1, "{all:#?}");
     assert!(
-        stats.streaming.commits >= 1,
+        stats.streaming.count("commits") >= 1,
         "the decode at the pause was not committed: {:?}",
         stats.streaming
     );

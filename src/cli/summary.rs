@@ -50,8 +50,8 @@ pub(crate) fn report_with_cpu(
             },
             |r| format!("{r:.3} CPU-s per audio-s")
         ),
-        stats.utterances,
-        stats.events,
+        stats.count("utterances"),
+        stats.count("events"),
         stats.dropped,
         s.peak_rss_mb
     );

@@ -3,6 +3,7 @@
 //! events file sink and the systemd watchdog (`service`); it sits below all of them,
 //! so none of them imports another for it.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -57,6 +58,9 @@ pub struct Counters {
     /// Times the events file was opened again because its path no longer named it
     /// (removed, its directory removed, or moved away).
     pub events_file_reopens: AtomicU64,
+    /// The events file cannot be written now (its lines wait in the backlog): the
+    /// service status says so (`daemon::service::StatusWatch`), `/metrics` too.
+    pub events_file_failing: AtomicBool,
     pub vision: VisionCounters,
     /// Load shedding steps taken and the work they skipped.
     pub shed: ShedCounters,
@@ -131,25 +135,27 @@ pub struct VisionCounters {
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct VisionStats {
     pub enabled: bool,
-    pub frames_in: u64,
-    pub frames_skipped: u64,
-    pub frames_analysed: u64,
-    pub frames_with_face: u64,
-    pub utterances_without_face: u64,
     pub source_failed: bool,
+    /// Frames by fate and utterances without a face, by name (`crate::common::counts`,
+    /// `InSummary::Vision`).
+    #[serde(flatten)]
+    pub counts: BTreeMap<&'static str, u64>,
+}
+
+impl VisionStats {
+    /// A count by name (0 if the run had none).
+    pub fn count(&self, name: &str) -> u64 {
+        self.counts.get(name).copied().unwrap_or(0)
+    }
 }
 
 impl VisionCounters {
     pub fn stats(&self, enabled: bool) -> VisionStats {
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         VisionStats {
             enabled,
-            frames_in: get(&self.frames_in),
-            frames_skipped: get(&self.frames_skipped),
-            frames_analysed: get(&self.frames_analysed),
-            frames_with_face: get(&self.frames_with_face),
-            utterances_without_face: get(&self.utterances_without_face),
             source_failed: self.source_failed.load(Ordering::Relaxed),
+            // Filled from the count registry by the run summary.
+            counts: BTreeMap::new(),
         }
     }
 }

@@ -8,6 +8,7 @@
 //! poison-tolerant mutexes ([`lock`]). When two stages need the same piece, it moves here.
 
 pub mod counters;
+pub mod counts;
 pub mod drops;
 pub mod error;
 pub mod file_kind;

@@ -18,6 +18,7 @@
 //! (the last one first). Only the analyser thread moves the ladder; the frame reader
 //! reads its state.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use serde::Serialize;
@@ -89,12 +90,17 @@ pub struct ShedStats {
     pub steps: Vec<ShedStep>,
     pub level: usize,
     pub max_level: usize,
-    pub vision_fps_taken: u64,
-    pub asr_model_taken: u64,
-    pub text_taken: u64,
-    pub recoveries: u64,
-    pub vision_frames_shed: u64,
-    pub fallback_decodes: u64,
+    /// Steps taken, given back and the work they skipped, by name
+    /// (`crate::common::counts`, [`InSummary::Shed`](crate::common::counts::InSummary)).
+    #[serde(flatten)]
+    pub counts: BTreeMap<&'static str, u64>,
+}
+
+impl ShedStats {
+    /// A count by name (0 if the run had none).
+    pub fn count(&self, name: &str) -> u64 {
+        self.counts.get(name).copied().unwrap_or(0)
+    }
 }
 
 impl<'a> ShedLadder<'a> {
@@ -155,12 +161,8 @@ impl<'a> ShedLadder<'a> {
             steps: self.steps.clone(),
             level: c.level(),
             max_level: c.max_level.load(Ordering::Relaxed),
-            vision_fps_taken: c.taken(ShedStep::VisionFps),
-            asr_model_taken: c.taken(ShedStep::AsrModel),
-            text_taken: c.taken(ShedStep::Text),
-            recoveries: c.recoveries(),
-            vision_frames_shed: c.vision_frames_shed.load(Ordering::Relaxed),
-            fallback_decodes: c.fallback_decodes.load(Ordering::Relaxed),
+            // Filled from the count registry by the run summary.
+            counts: BTreeMap::new(),
         }
     }
 }
@@ -200,9 +202,13 @@ mod tests {
             l.observe(false);
         }
         let s = l.stats();
-        assert_eq!((s.level, s.max_level, s.recoveries), (0, 3, 4));
+        assert_eq!((s.level, s.max_level, c.recoveries()), (0, 3, 4));
         assert_eq!(
-            (s.vision_fps_taken, s.asr_model_taken, s.text_taken),
+            (
+                c.taken(ShedStep::VisionFps),
+                c.taken(ShedStep::AsrModel),
+                c.taken(ShedStep::Text)
+            ),
             (1, 1, 2)
         );
         assert!(ShedStep::ALL.iter().all(|&st| !l.is_active(st)));

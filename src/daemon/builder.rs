@@ -379,7 +379,7 @@ impl DaemonBuilder {
                 {
                     return Err(DaemonError::CaptureEnded {
                         audio_s: report.stats.audio_s,
-                        events: report.stats.events,
+                        events: report.stats.count("events"),
                     })
                 }
                 _ => return Ok(report),
@@ -476,15 +476,17 @@ impl DaemonBuilder {
         let ticker = outputs.spawn_stats_ticker(cfg, ticker_done.clone());
         outputs.status("running");
         started.store(true, Ordering::Relaxed);
-        service::ready(&format!(
+        let running = format!(
             "running: {} ({} ms to load models){}",
             cfg.asr.model,
             engine.load_ms.round(),
             note.map(|n| format!("; {n}")).unwrap_or_default()
-        ));
+        );
+        service::ready(&running);
         // A note is only set when the previous config starts again after a failed reload.
         shared.started(http_addr, engine.load_ms, note.is_some());
         let watchdog = service::Watchdog::start(outputs.counters.clone());
+        let status_watch = service::StatusWatch::start(outputs.counters.clone(), running);
         let cpu0 = crate::common::resources::cpu_seconds();
         let frames_stop = Arc::new(AtomicBool::new(false));
         let frames = open_frames(cfg, &outputs.counters, frames_stop.clone());
@@ -496,6 +498,7 @@ impl DaemonBuilder {
         // A reload starts a new stream in this process: give the old one's memory back.
         crate::common::resources::release_freed_memory();
         drop(watchdog);
+        drop(status_watch);
         let stream_cpu_s = crate::common::resources::cpu_seconds() - cpu0;
         ticker_done.store(true, Ordering::Relaxed);
         if let Some(t) = ticker {
@@ -522,8 +525,8 @@ impl DaemonBuilder {
             log::info!(
                 "stream {} ended: {} utterances, {} events, dropped: {}",
                 self.streams,
-                st.utterances,
-                st.events,
+                st.count("utterances"),
+                st.count("events"),
                 if dropped.is_empty() {
                     "none".to_string()
                 } else {

@@ -47,6 +47,62 @@ pub fn stopping() {
     send(&[NotifyState::Stopping, NotifyState::Status("stopping")]);
 }
 
+/// Keeps the service status (`systemctl status`, `STATUS=`) saying what an operator must
+/// know while the stream runs: the events file cannot be written. Polls the counters
+/// (a flag read, no lock) and sends a status only when that changes; nothing runs
+/// without `NOTIFY_SOCKET`.
+pub struct StatusWatch {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How often [`StatusWatch`] looks: an outage shows within this (the events file is
+/// retried with every event, so it cannot change much faster).
+const STATUS_POLL: Duration = Duration::from_millis(200);
+
+impl StatusWatch {
+    /// `running` is the status sent with readiness, restored when the trouble ends.
+    pub fn start(counters: Arc<Counters>, running: String) -> Option<Self> {
+        std::env::var_os("NOTIFY_SOCKET")?;
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        let thread = std::thread::Builder::new()
+            .name("status".into())
+            .spawn(move || {
+                let mut failing = false;
+                while !d.load(Ordering::Relaxed) {
+                    let now = counters.events_file_failing.load(Ordering::Relaxed);
+                    if now != failing {
+                        failing = now;
+                        if failing {
+                            status(&format!(
+                                "{running}; events file: cannot write, lines wait and are retried with every event"
+                            ));
+                        } else {
+                            status(&running);
+                        }
+                    }
+                    std::thread::sleep(STATUS_POLL);
+                }
+            })
+            .map_err(|e| log::warn!("cannot start the status thread: {e}"))
+            .ok()?;
+        Some(Self {
+            done,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for StatusWatch {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// `WatchdogSec=` from the environment. `WATCHDOG_PID` is not checked: behind a shell
 /// pipeline it names the shell, and [`ready`] makes this process the main one.
 pub fn watchdog_interval() -> Option<Duration> {

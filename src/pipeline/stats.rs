@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use serde::Serialize;
 
 use crate::common::counters::Counters;
+use crate::common::counts::InSummary;
 use crate::common::shed::ShedStats;
 use crate::views::vision::stream::VisionStats;
 
@@ -43,19 +44,16 @@ impl StageSummary {
 pub struct RunStats {
     pub audio_s: f64,
     pub wall_s: f64,
-    pub utterances: u64,
-    pub events: u64,
-    pub too_short: u64,
-    pub partials: u64,
-    pub empty_transcripts: u64,
+    /// Every count of the summary's own section by name (`utterances`, `events`, ...):
+    /// the count registry's [`InSummary::Top`] entries, so a counter added there shows
+    /// here without another list.
+    #[serde(flatten)]
+    pub counts: BTreeMap<&'static str, u64>,
     /// Every drop of the run by its registered name ([`crate::common::drops::DropReason`]),
     /// zeros included: the same names as `/metrics` and MQTT stats.
     pub dropped: BTreeMap<String, u64>,
     pub stages: BTreeMap<String, StageSummary>,
-    /// Events whose end-of-speech -> event latency exceeded `budget.event_latency_ms`.
-    pub budget_violations: u64,
-    /// Intervals a live source lost, and their total length in seconds.
-    pub source_gaps: u64,
+    /// The total length of the intervals a live source lost (`source_gaps`), seconds.
     pub source_gap_s: f64,
     pub streaming: StreamingStats,
     pub vision: VisionStats,
@@ -65,21 +63,29 @@ pub struct RunStats {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StreamingStats {
     pub enabled: bool,
-    pub steps: u64,
-    pub steps_skipped_busy: u64,
-    pub steps_shed: u64,
-    pub steps_stale: u64,
-    pub steps_abandoned: u64,
-    pub steps_superseded: u64,
-    pub speculative_finals: u64,
-    pub early_ends: u64,
-    pub reopened_after_early_end: u64,
-    pub reopened_carried_over: u64,
-    pub commits: u64,
-    pub text_shed: u64,
+    /// Steps by outcome, speculative finals, early ends, commits, shed text views, by
+    /// name ([`InSummary::Streaming`]).
+    #[serde(flatten)]
+    pub counts: BTreeMap<&'static str, u64>,
+}
+
+/// A count by name in a section's map (0 if the run had none).
+fn count_in(counts: &BTreeMap<&'static str, u64>, name: &str) -> u64 {
+    counts.get(name).copied().unwrap_or(0)
+}
+
+impl StreamingStats {
+    pub fn count(&self, name: &str) -> u64 {
+        count_in(&self.counts, name)
+    }
 }
 
 impl RunStats {
+    /// A count of the summary's own section by its name (0 if the run had none).
+    pub fn count(&self, name: &str) -> u64 {
+        count_in(&self.counts, name)
+    }
+
     /// The summary of a finished run: totals from `counters`, the sink's per-stage
     /// latencies, and what the plan switched on.
     pub(super) fn collect(
@@ -90,39 +96,36 @@ impl RunStats {
         vision: bool,
         shed: ShedStats,
     ) -> Self {
-        RunStats {
+        let mut stats = RunStats {
             audio_s: c.samples_in.load(Ordering::Relaxed) as f64 / RATE,
             wall_s,
-            utterances: c.utterances.load(Ordering::Relaxed),
-            events: c.events.load(Ordering::Relaxed),
-            too_short: c.too_short.load(Ordering::Relaxed),
-            budget_violations: c.budget_violations.load(Ordering::Relaxed),
-            partials: c.partials.load(Ordering::Relaxed),
-            vision: c.vision.stats(vision),
-            shed,
-            source_gaps: c.source_gaps.load(Ordering::Relaxed),
             source_gap_s: c.source_gap_ms.load(Ordering::Relaxed) as f64 / 1e3,
             streaming: StreamingStats {
                 enabled: streaming,
-                steps: c.stream_steps.load(Ordering::Relaxed),
-                steps_skipped_busy: c.stream_steps_skipped_busy.load(Ordering::Relaxed),
-                steps_shed: c.stream_steps_shed.load(Ordering::Relaxed),
-                steps_stale: c.stream_steps_stale.load(Ordering::Relaxed),
-                steps_abandoned: c.stream_steps_abandoned.load(Ordering::Relaxed),
-                steps_superseded: c.stream_steps_superseded.load(Ordering::Relaxed),
-                speculative_finals: c.speculative_finals.load(Ordering::Relaxed),
-                early_ends: c.early_ends.load(Ordering::Relaxed),
-                reopened_after_early_end: c.reopened_after_early_end.load(Ordering::Relaxed),
-                reopened_carried_over: c.reopened_carried_over.load(Ordering::Relaxed),
-                commits: c.stream_commits.load(Ordering::Relaxed),
-                text_shed: c.text_shed.load(Ordering::Relaxed),
+                counts: BTreeMap::new(),
             },
-            empty_transcripts: c.empty_transcripts.load(Ordering::Relaxed),
+            vision: c.vision.stats(vision),
+            shed,
             dropped: c.drops.snapshot().by_name(),
             stages: stages
                 .into_iter()
                 .map(|(k, v)| (k, StageSummary::from(v)))
                 .collect(),
+            counts: BTreeMap::new(),
+        };
+        for count in c.counts() {
+            let section = match count.summary {
+                InSummary::Top(k) => Some((&mut stats.counts, k)),
+                InSummary::Streaming(k) => Some((&mut stats.streaming.counts, k)),
+                InSummary::Vision(k) => Some((&mut stats.vision.counts, k)),
+                InSummary::Shed(k) => Some((&mut stats.shed.counts, k)),
+                // Converted above (`audio_s`, `source_gap_s`).
+                InSummary::Converted(_) => None,
+            };
+            if let Some((map, key)) = section {
+                map.insert(key, count.value);
+            }
         }
+        stats
     }
 }

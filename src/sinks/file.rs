@@ -248,6 +248,9 @@ impl EventsFile {
             .fetch_add(1, Ordering::Relaxed);
         if !self.failing {
             self.failing = true;
+            self.counters
+                .events_file_failing
+                .store(true, Ordering::Relaxed);
             log::error!(
                 "{}: cannot write events: {e}; holding up to {BACKLOG_LINES} lines and retrying with every event (other outputs continue)",
                 self.path.display()
@@ -301,6 +304,9 @@ impl EventsFile {
         }
         if self.failing {
             self.failing = false;
+            self.counters
+                .events_file_failing
+                .store(false, Ordering::Relaxed);
             log::info!("{}: writing events again", self.path.display());
         }
     }

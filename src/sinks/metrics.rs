@@ -22,6 +22,7 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use crate::common::counters::Counters;
+use crate::common::counts::{InMetrics, FAMILIES};
 use crate::common::drops::{DropCounts, DropReason, MetricFamily};
 use crate::sinks::event::UtteranceEvent;
 use serde::Serialize;
@@ -287,6 +288,23 @@ pub(crate) fn encode_drops(enc: &mut DescriptorEncoder, counts: &DropCounts) -> 
 }
 
 /// Resident set size now, from `/proc/self/statm` (pages).
+/// Family rows that combine counts (the registry marks their counts `Converted`).
+fn converted_rows(family: &str, c: &Counters) -> Vec<(&'static str, f64)> {
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    match family {
+        "final_transcripts" => {
+            let after =
+                get(&c.events).saturating_sub(get(&c.speculative_finals) + get(&c.text_shed));
+            vec![("after_endpoint", after as f64)]
+        }
+        "early_ends" => {
+            let kept = get(&c.early_ends).saturating_sub(get(&c.reopened_after_early_end));
+            vec![("kept", kept as f64)]
+        }
+        _ => Vec::new(),
+    }
+}
+
 fn rss_bytes() -> Option<f64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: f64 = statm.split_whitespace().nth(1)?.parse().ok()?;
@@ -319,76 +337,41 @@ impl Collector for LiveCollector {
             "CPU seconds per audio second since start (below 1 keeps up on one core; 0 before a second of audio)",
             crate::common::resources::per_audio_second(cpu_s, audio_s).unwrap_or(0.0),
         )?;
-        counter(
-            &mut enc,
-            "utterances",
-            "Utterances cut by the endpointer and sent to analysis",
-            get(&c.utterances),
-        )?;
-        family(
-            &mut enc,
-            "discarded_utterances",
-            "Speech that produced no event, by reason",
-            MetricType::Counter,
-            "reason",
-            &[
-                ("too_short", get(&c.too_short) as f64),
-                ("empty_transcript", get(&c.empty_transcripts) as f64),
-            ],
-        )?;
-        counter(
-            &mut enc,
-            "latency_budget_violations",
-            "Events later than budget.event_latency_ms after the end of speech",
-            get(&c.budget_violations),
-        )?;
-        counter(
-            &mut enc,
-            "events_file_errors",
-            "Failed writes or opens of the events file (disk full, path missing); lines wait in a backlog",
-            get(&c.events_file_errors),
-        )?;
-        counter(
-            &mut enc,
-            "events_file_reopens",
-            "Times the events file was opened again by path because it was removed, its directory removed, or it was moved away",
-            get(&c.events_file_reopens),
-        )?;
-        let clients = self.hub.get().map_or(0, |h| h.clients());
-        let mqtt = self.mqtt.lock_or_recover().clone();
-        encode_drops(&mut enc, &c.drops.snapshot())?;
-        let v = &c.vision;
-        family(
-            &mut enc,
-            "vision_frames",
-            "Video frames by fate: received, skipped to stay within vision.analyse_fps, analysed, analysed with a face (queue drops are in dropped_events)",
-            MetricType::Counter,
-            "fate",
-            &[
-                ("received", get(&v.frames_in) as f64),
-                ("skipped_rate", get(&v.frames_skipped) as f64),
-                ("analysed", get(&v.frames_analysed) as f64),
-                ("with_face", get(&v.frames_with_face) as f64),
-            ],
-        )?;
-        counter(
-            &mut enc,
-            "source_gaps",
-            "Intervals a live source lost (device unplugged or stalled) and got back; each also emits a `gap` event",
-            get(&c.source_gaps),
-        )?;
+        // Every count of the registry: its own counter, or its row of a family.
+        let counts = c.counts();
+        for count in &counts {
+            if let InMetrics::Own(name, help) = count.metrics {
+                counter(&mut enc, name, help, count.value)?;
+            }
+        }
         counter(
             &mut enc,
             "source_gap_seconds",
             "Total length of the lost intervals, in seconds (whole milliseconds)",
             get(&c.source_gap_ms) as f64 / 1e3,
         )?;
-        counter(
-            &mut enc,
-            "utterances_without_face",
-            "Utterances with a frame source whose video view is null: no analysed frame showed a face",
-            get(&v.utterances_without_face),
-        )?;
+        for fam in FAMILIES {
+            let mut rows: Vec<(&str, f64)> = counts
+                .iter()
+                .filter_map(|k| match k.metrics {
+                    InMetrics::Row(f, value) if f == fam.name => Some((value, k.value as f64)),
+                    _ => None,
+                })
+                .collect();
+            rows.extend(converted_rows(fam.name, c));
+            family(
+                &mut enc,
+                fam.name,
+                fam.help,
+                MetricType::Counter,
+                fam.label,
+                &rows,
+            )?;
+        }
+        let clients = self.hub.get().map_or(0, |h| h.clients());
+        let mqtt = self.mqtt.lock_or_recover().clone();
+        encode_drops(&mut enc, &c.drops.snapshot())?;
+        let v = &c.vision;
         family(
             &mut enc,
             "vision_source",
@@ -406,82 +389,11 @@ impl Collector for LiveCollector {
                 ),
             ],
         )?;
-        family(
-            &mut enc,
-            "stream_steps",
-            "Streaming recognition steps by outcome: decoded, skipped while the analyser was busy, shed while finished utterances waited, stale, abandoned (a pause's decode when speech resumed) or superseded (a captions-only decode that gave way to a pause's decode or a finished utterance)",
-            MetricType::Counter,
-            "outcome",
-            &[
-                ("decoded", get(&c.stream_steps) as f64),
-                ("skipped_busy", get(&c.stream_steps_skipped_busy) as f64),
-                ("shed_backlog", get(&c.stream_steps_shed) as f64),
-                ("stale", get(&c.stream_steps_stale) as f64),
-                ("abandoned", get(&c.stream_steps_abandoned) as f64),
-                ("superseded", get(&c.stream_steps_superseded) as f64),
-            ],
-        )?;
-        family(
-            &mut enc,
-            "load_shed",
-            "Work skipped to keep up, by kind (vision_frames: camera frames skipped at the lowered rate; asr_fallback: final transcripts decoded by the smaller asr.fallback_model; text_view: long utterances whose text view was skipped while the analyser was behind)",
-            MetricType::Counter,
-            "kind",
-            &[
-                ("vision_frames", get(&c.shed.vision_frames_shed) as f64),
-                ("asr_fallback", get(&c.shed.fallback_decodes) as f64),
-                ("text_view", get(&c.text_shed) as f64),
-            ],
-        )?;
-        {
-            use crate::common::shed::ShedStep;
-            family(
-                &mut enc,
-                "shed_steps_taken",
-                "Load shedding steps taken, in their order: vision_fps, asr_model, text",
-                MetricType::Counter,
-                "step",
-                &[
-                    ("vision_fps", c.shed.taken(ShedStep::VisionFps) as f64),
-                    ("asr_model", c.shed.taken(ShedStep::AsrModel) as f64),
-                    ("text", c.shed.taken(ShedStep::Text) as f64),
-                ],
-            )?;
-        }
         gauge(
             &mut enc,
             "shed_level",
             "Load shedding steps in force now (0 = nothing shed)",
             c.shed.level() as f64,
-        )?;
-        let spec = get(&c.speculative_finals);
-        family(
-            &mut enc,
-            "final_transcripts",
-            "Final transcripts by source: the speculative decode made at the final pause, or a decode after the endpoint",
-            MetricType::Counter,
-            "source",
-            &[
-                ("speculative", spec as f64),
-                (
-                    "after_endpoint",
-                    get(&c.events).saturating_sub(spec + get(&c.text_shed)) as f64,
-                ),
-            ],
-        )?;
-        family(
-            &mut enc,
-            "early_ends",
-            "Utterances ended by the sentence-end shortcut, by outcome: kept, or reopened because the speaker went on (a revising event replaced it)",
-            MetricType::Counter,
-            "outcome",
-            &[
-                (
-                    "kept",
-                    get(&c.early_ends).saturating_sub(get(&c.reopened_after_early_end)) as f64,
-                ),
-                ("reopened", get(&c.reopened_after_early_end) as f64),
-            ],
         )?;
         family(
             &mut enc,
@@ -513,6 +425,16 @@ impl Collector for LiveCollector {
                     0.0
                 },
             )],
+        )?;
+        gauge(
+            &mut enc,
+            "events_file_up",
+            "1 while the events file is written, 0 while it cannot be (lines wait in a backlog)",
+            if c.events_file_failing.load(Ordering::Relaxed) {
+                0.0
+            } else {
+                1.0
+            },
         )?;
         gauge(
             &mut enc,

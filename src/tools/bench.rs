@@ -499,7 +499,7 @@ pub fn run_once(
         audio_s: stats.audio_s,
         clips: n,
         clips_without_event: without,
-        events: stats.events,
+        events: stats.count("events"),
         partials: sink.partials,
         dropped: stats.dropped.clone(),
         budget_violations,

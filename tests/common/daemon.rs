@@ -78,6 +78,20 @@ impl Daemon {
         tag: &str,
         events: &Path,
     ) -> Daemon {
+        Self::start_notifying(dir, cfg, wav, realtime, tag, events, None)
+    }
+
+    /// Like `start_events`, with `NOTIFY_SOCKET` set to `notify` (a
+    /// [`super::notify::Notify`]'s path) so a test waits on the state systemd would see.
+    pub fn start_notifying(
+        dir: &Path,
+        cfg: &str,
+        wav: &Path,
+        realtime: bool,
+        tag: &str,
+        events: &Path,
+        notify: Option<&Path>,
+    ) -> Daemon {
         let cfg_path = dir.join(format!("{tag}.toml"));
         std::fs::write(&cfg_path, cfg).unwrap();
         let stderr = dir.join(format!("{tag}.stderr"));
@@ -94,6 +108,9 @@ impl Daemon {
             .stderr(std::fs::File::create(&stderr).unwrap());
         if realtime {
             cmd.arg("--realtime");
+        }
+        if let Some(n) = notify {
+            cmd.env("NOTIFY_SOCKET", n);
         }
         Daemon {
             child: cmd.spawn().expect("start sarcasmd"),

@@ -20,10 +20,12 @@
 //! [`MAX_MISSING_LISTED`]. One line with `"id": 10000000` or `"end_s": 1e308` once made
 //! this command allocate gigabytes or loop without end.
 
+mod format;
 mod html;
 mod moments;
 
-pub use html::{clock, escape, render_html, score_colour};
+pub use format::{clock, escape, score_colour};
+pub use html::render_html;
 pub use moments::{top_moments, TOP_MOMENTS};
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::html::{clock, escape, score, score_colour};
+use super::format::{clock, escape, score, score_colour};
 use super::{Meeting, Utterance};
 
 /// How many lines the section lists.

@@ -32,7 +32,7 @@
 //! on frame boundaries); [`utterance_functionals_at`] takes the start time explicitly. Voiced
 //! stretches are shrunk by one hop at each end, so a few ms of misalignment do not matter.
 
-use super::ProsodyFrame;
+use super::frame::ProsodyFrame;
 
 /// Number of MFCC slots in the functionals (the default `n_mfcc`). Frames with fewer
 /// coefficients leave the remaining slots 0; extra coefficients are ignored.

@@ -30,12 +30,14 @@
 //! flushes the frames whose 25 ms spectral frame is complete, treating samples past the end as
 //! zeros; [`extract_frames`] is exactly `new` + `push(all)` + `finish`.
 
+mod frame;
 pub mod functionals;
 pub mod pitch;
 mod spectral;
 
 use std::collections::VecDeque;
 
+pub use frame::ProsodyFrame;
 pub use functionals::{
     utterance_functionals, utterance_functionals_at, Functionals, FUNCTIONAL_NAMES,
 };
@@ -137,25 +139,6 @@ impl ProsodyConfig {
         }
         Ok(())
     }
-}
-
-/// Descriptors of one frame.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct ProsodyFrame {
-    /// Frame centre, stream seconds.
-    pub t_s: f64,
-    /// F0 in Hz if the frame is voiced.
-    pub f0_hz: Option<f32>,
-    /// Periodicity strength 0..1 (1 − YIN d′ at the chosen lag).
-    pub voicing: f32,
-    /// RMS level, dBFS, floored at -100.
-    pub energy_db: f32,
-    /// Spectral centroid, Hz.
-    pub centroid_hz: f32,
-    /// Spectral tilt, dB/octave.
-    pub tilt: f32,
-    /// MFCCs c0..c(n_mfcc-1).
-    pub mfcc: Vec<f32>,
 }
 
 /// Frame geometry in samples, derived from a validated config at 16 kHz.

@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
-"""Pin heads that were not written by `models/train/train.py`'s `write_head` (which pins
-what it writes): the extras head of `models/train/extras.py`, or a head made by hand.
+"""Pin heads that were not written by `models/recipe/lib/heads.py`'s `write_head` (which
+pins what it writes): the extras head of `models/recipe/extras.py`, or a head made by hand.
 
-    python3 scripts/pin_heads.py models/heads extras_head [more names...]
+    python3 -m models.recipe.pin_heads models/heads extras_head [more names...]   (from the repo root)
 
 Records each `<dir>/<name>.onnx`'s size and SHA-256 in `<dir>/heads.lock.json`. The one
 in models/heads is compiled into the daemon (rebuild after pinning); the daemon serves
@@ -11,8 +10,7 @@ only pinned heads. Standard library only.
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", "train"))
-import heads_lock  # noqa: E402
+from models.recipe.lib import heads_lock
 
 
 def main():

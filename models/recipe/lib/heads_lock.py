@@ -2,7 +2,7 @@
 
 The daemon serves only heads whose ONNX SHA-256 is pinned in models/heads/heads.lock.json,
 which is compiled into the binary as models/models.lock.json is: a head retrained into
-models/heads is pinned in the same step (`train.write_head` calls `pin`), and served once
+models/heads is pinned in the same step (`heads.write_head` calls `pin`), and served once
 the binary is rebuilt. Heads written elsewhere (a protocol's work dir) get a lock beside
 them that nothing trusts; `sarcasmd eval --heads DIR` measures them with a warning.
 """

@@ -4,15 +4,14 @@ rare sarcasm needs (ROC-AUC, the share of plain lines flagged and the recall at 
 operating point, false flags per meeting hour, precision among each meeting's top lines),
 with intervals from a bootstrap over meetings.
 """
-import os
 import re
-import sys
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "labels"))
-import labels  # noqa: E402  (models/labels: the annotation reader and gold labels)
+from models.labels import labels  # the annotation reader and gold labels
+
+from .metrics import prf
 
 N_FOLDS = 5
 
@@ -84,7 +83,6 @@ def top_k_hits(p, y, meeting, k=3):
 
 def at_threshold(p, y, thr):
     """Plain lines flagged (share), sarcastic caught (recall), precision, macro-F1 at `thr`."""
-    from metrics import prf
     flag = p >= thr
     m = prf(y, flag)
     neg = ~y

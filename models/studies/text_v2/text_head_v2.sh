@@ -2,8 +2,8 @@
 # Text head v2 (issue 22): training compositions, Whisper-style noise and C for the
 # logistic-regression text head over the same USE-m3 embedding, measured under
 # MUStARD++ leave-one-show-out, MUStARD speaker-independent and the speech clips' Whisper
-# transcripts. Writes models/heads/TEXT_V2.md and .json; caches under
-# ~/.cache/sarcasmd/text-v2/. Usage: models/train/text_head_v2.sh [--data DIR] [--write DIR]
+# transcripts. Writes models/studies/text_v2/TEXT_V2.md and .json; caches under
+# ~/.cache/sarcasmd/text-v2/. Usage: models/studies/text_v2/text_head_v2.sh [--data DIR] [--write DIR]
 # (--write DIR: the chosen head as DIR/text_head.onnx + .json, e.g. /tmp/text-v2-heads).
 set -euo pipefail
 write=()
@@ -14,7 +14,7 @@ while [ $# -gt 0 ]; do
     *) args+=("$1"); shift ;;
   esac
 done
-source "$(dirname "$0")/env.sh" "${args[@]}"
+source "$(dirname "$0")/../../recipe/env.sh" "${args[@]}"
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} \
-  nice -n 10 "$venv/bin/python" models/train/text_head_v2.py --manifests "$cache/manifests" \
-  --bin target/release/sarcasmd --out models/heads/TEXT_V2.md --second-voice "${write[@]}"
+  nice -n 10 "$venv/bin/python" -m models.studies.text_v2.text_head_v2 --manifests "$cache/manifests" \
+  --bin target/release/sarcasmd --out models/studies/text_v2/TEXT_V2.md --second-voice "${write[@]}"

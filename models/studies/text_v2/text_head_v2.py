@@ -128,7 +128,7 @@ def main():
                        for e, s in rec.get("extras", {}).items()},
             "noise_copies": {k: v for k, v in counts.items() if "copies" in k},
             "noise_weights": {k: rec[k] for k in ("tts", "tts_b", "noise") if k in rec}}
-    from train import predict
+    from models.recipe.lib.heads import predict
     meet = {"gold": MEETING_GOLD, "whisper": m_wh, "label": MEETING_LABEL,
             "shipped_gold": onnx_lr_predict(a.shipped, X_meet[0]).tolist(), "shipped_whisper": onnx_lr_predict(a.shipped, X_meet[1]).tolist(),
             "v2_gold": predict(model, X_meet[0]).tolist(), "v2_whisper": predict(model, X_meet[1]).tolist()}

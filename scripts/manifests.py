@@ -27,7 +27,7 @@ CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3000-\u303f\uff00-\
 
 
 def norm_text(s):
-    """The normalisation SOURCES.md and models/train/data.py use to find duplicates:
+    """The normalisation SOURCES.md and models/recipe/lib/data.py use to find duplicates:
     lowercase, punctuation removed, whitespace collapsed."""
     return re.sub(r"\s+", " ", re.sub(r"[^\w\s]", "", s.lower())).strip()
 
@@ -378,7 +378,7 @@ def isarcasmeval(data):
 # --- FigLang 2020 --------------------------------------------------------------------
 
 def clean_tweet(s):
-    """As models/train/data.py figlang(): drop the @USER / <URL> anonymisation tokens."""
+    """As models/recipe/lib/data.py figlang(): drop the @USER / <URL> anonymisation tokens."""
     return " ".join(s.replace("@USER", " ").replace("<URL>", " ").split())
 
 
@@ -523,7 +523,7 @@ def sarcasm_sign(data):
 # --- Speech --------------------------------------------------------------------------
 
 def speech(data):
-    """As models/train/data.py speech(): same ids, sources and groups."""
+    """As models/recipe/lib/data.py speech(): same ids, sources and groups."""
     rows = []
     base = os.path.abspath(os.path.join(data, "speech", "house_mustardpp_ext"))
     with open(os.path.join(base, "labels.csv"), encoding="utf-8", newline="") as f:

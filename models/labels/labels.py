@@ -7,7 +7,7 @@ and the gold label of every line of every annotated meeting.
   labels.py disagreements --out FILE  the lines two annotators labelled differently (for adjudication)
   labels.py summary                   meetings, lines and gold labels by meeting series
 
-As a library (`import labels` from models/train): `gold_lines()` gives every line of every
+As a library (`from models.labels import labels`, e.g. models/recipe/lib/meetings.py): `gold_lines()` gives every line of every
 annotated meeting with its gold label, read from ../shared (the text never lives here).
 
 Gold label of a line: one annotator: theirs. Two: theirs when they agree; otherwise the
@@ -23,9 +23,12 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+try:  # imported as the package module models.labels.labels (from the repo root)
+    from . import annotate
+except ImportError:  # run as a script: models/labels/labels.py (its folder is on the path)
+    import annotate  # the reader of ../shared, same folder
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import annotate  # noqa: E402  (same folder; the reader of ../shared lives there)
 
 AMI_DIR = HERE / "ami"
 ADJUDICATED = AMI_DIR / "adjudicated.jsonl"

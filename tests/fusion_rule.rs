@@ -39,7 +39,7 @@ fn the_shipped_fusion_head_names_its_weighted_views() {
     let f = shipped();
     assert!(
         f.fused.meta.weighted_views.is_some(),
-        "models/heads/fusion_head.json lacks weighted_views: retrain it with models/train/cross_corpus.sh --ship"
+        "models/heads/fusion_head.json lacks weighted_views: retrain it with models/recipe/cross_corpus.sh --ship"
     );
     assert!(
         f.weighted.text,

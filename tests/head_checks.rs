@@ -165,7 +165,7 @@ fn an_unpinned_but_sound_head_is_measured_by_eval_and_refused_by_validate() {
     let out = validate_heads(d.path(), &heads);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("scripts/pin_heads.py"),
+        stderr(&out).contains("models.recipe.pin_heads"),
         "{}",
         stderr(&out)
     );

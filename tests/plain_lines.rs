@@ -5,8 +5,8 @@
 //!
 //! Both tests are ignored while they fail: they are issue 38's (before it 22's and 23's)
 //! acceptance tests for the text view, which carries the fused score alone (audio and
-//! video earned no weight, models/heads/CROSS_CORPUS.md). The text head v3 (meeting
-//! lines, models/heads/MEETING_TEXT.md) gives Whisper's "Good morning everyone, let's look
+//! video earned no weight, models/studies/cross_corpus/CROSS_CORPUS.md). The text head v3 (meeting
+//! lines, models/studies/meeting_text/MEETING_TEXT.md) gives Whisper's "Good morning everyone, let's look
 //! at the quarter leaders" 0.642 and "Thanks, the report is ready..." 0.532, above the
 //! mis-heard sarcastic "All great, another meeting at Kudaf bin on email." 0.522 (served,
 //! calibrated scores). The sample is never used to choose a head. Run them with

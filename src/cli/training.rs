@@ -1,4 +1,4 @@
-//! `sarcasmd features` and `sarcasmd embed`: what models/train/ learns from, computed by
+//! `sarcasmd features` and `sarcasmd embed`: what models/recipe/ learns from, computed by
 //! the daemon's own code path.
 
 use std::io::{BufWriter, Write};

@@ -167,7 +167,7 @@ impl Engine {
                 log::info!(
                     "fusion: p_sarcastic weighs {} only; the other views are scored and \
                      reported in `views` but did not raise the cross-corpus figure \
-                     (models/heads/CROSS_CORPUS.md)",
+                     (models/studies/cross_corpus/CROSS_CORPUS.md)",
                     w.names().join(" + ")
                 );
             }

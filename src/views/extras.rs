@@ -1,7 +1,7 @@
 //! The optional extras head: MUStARD++'s extra labels (implicit and explicit emotion,
 //! sarcasm type, valence, arousal) from the utterance's text embedding, the same vector
-//! the text view computes (no second embedding). Trained by `models/train/extras.py`;
-//! figures in `models/heads/EXTRAS.md`.
+//! the text view computes (no second embedding). Trained by `models/recipe/extras.py`;
+//! figures in `models/studies/extras/EXTRAS.md`.
 //!
 //! One ONNX graph with five outputs, in the order the metadata's `outputs` lists them:
 //! softmax outputs `[1, K]` with their class names, regression outputs `[1, 1]` on the

@@ -1,4 +1,4 @@
-//! Views and fusion: small ONNX heads (trained by `models/train/`) that turn a text
+//! Views and fusion: small ONNX heads (trained by `models/recipe/`) that turn a text
 //! embedding and prosody functionals into per-view probabilities, and a late-fusion
 //! head that combines them.
 //!

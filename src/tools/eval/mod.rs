@@ -713,7 +713,7 @@ mod tests {
 
     #[test]
     fn text_key_matches_the_training_scripts_normalisation() {
-        // Values from models/train/train.py `text_keys` (Python's re and hashlib).
+        // Values from models/recipe/lib/heads.py `text_keys` (Python's re and hashlib).
         assert_eq!(
             text_key("Well, she’s my patient that’s what you do with patients.").as_deref(),
             Some("8fdd4f01")

@@ -6,7 +6,7 @@ use super::*;
 /// The key under which heads record the items they were trained on: the first 8 hex
 /// digits of SHA-256 over the gold text lowercased, stripped of everything but letters,
 /// digits, `_` and whitespace, whitespace collapsed (`text_keys` in
-/// models/train/train.py, which uses Python's `\w`). Matching on text rather than ids
+/// models/recipe/lib/heads.py, which uses Python's `\w`). Matching on text rather than ids
 /// also catches the same utterance under another corpus's id (688 MUStARD items are
 /// MUStARD++ items).
 pub fn text_key(text: &str) -> Option<String> {

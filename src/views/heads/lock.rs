@@ -4,8 +4,8 @@
 //! Why: a head's checksum used to live only in its own JSON beside it, so whoever could
 //! write the heads directory could swap a head and its checksum together (a graph asking
 //! for 6e9 elements passed as a good head). Only a rebuild changes what is pinned here.
-//! `models/train/train.py`'s `write_head` pins every head it writes
-//! (`models/train/heads_lock.py`); `scripts/pin_heads.py` pins the others (the extras
+//! `models/recipe/lib/heads.py`'s `write_head` pins every head it writes
+//! (`models/recipe/lib/heads_lock.py`); `python3 -m models.recipe.pin_heads` pins the others (the extras
 //! head). `sarcasmd eval --heads DIR` may measure heads that are not pinned (just
 //! trained), with a warning; the daemon, `replay` and `validate` refuse them.
 

@@ -56,13 +56,13 @@ pub const PACKAGED_HEADS_DIR: &str = "/usr/share/sarcasmd/heads";
 
 #[derive(Debug, Error)]
 pub enum HeadError {
-    #[error("{path}: cannot read head metadata: {source}. Retrain with `models/train/train.sh` or point fusion.heads_dir at a directory with trained heads")]
+    #[error("{path}: cannot read head metadata: {source}. Retrain with `models/recipe/train.sh` or point fusion.heads_dir at a directory with trained heads")]
     Meta {
         path: PathBuf,
         #[source]
         source: BoxError,
     },
-    #[error("{path}: head was trained on features `{found}` but this build computes `{expected}`; retrain it (`models/train/train.sh`)")]
+    #[error("{path}: head was trained on features `{found}` but this build computes `{expected}`; retrain it (`models/recipe/train.sh`)")]
     FeatureVersion {
         path: PathBuf,
         found: String,
@@ -76,7 +76,7 @@ pub enum HeadError {
         found: String,
         expected: String,
     },
-    #[error("{path}: head `{name}` (SHA-256 {found}) is not the one pinned in {} ({pinned}) that this binary was built with, and the daemon serves pinned heads only. Retrain it with `models/train/train.sh` (write_head pins what it writes) or pin it with `scripts/pin_heads.py`, then rebuild; `sarcasmd eval --heads DIR` measures an unpinned head", lock::HEADS_LOCK_PATH)]
+    #[error("{path}: head `{name}` (SHA-256 {found}) is not the one pinned in {} ({pinned}) that this binary was built with, and the daemon serves pinned heads only. Retrain it with `models/recipe/train.sh` (write_head pins what it writes) or pin it with `python3 -m models.recipe.pin_heads`, then rebuild; `sarcasmd eval --heads DIR` measures an unpinned head", lock::HEADS_LOCK_PATH)]
     Unpinned {
         path: PathBuf,
         name: String,
@@ -122,14 +122,14 @@ pub struct HeadMeta {
     pub metrics: serde_json::Value,
     /// Fusion head only: the views that may move `p_sarcastic` (`text`, `audio`,
     /// `video`). A view earns its place on the cross-corpus protocol
-    /// (`models/train/cross_corpus.py`); the others are still scored and reported in
+    /// (`models/recipe/cross_corpus.py`); the others are still scored and reported in
     /// `views` but are masked out of the fused score. Absent (heads trained before the
     /// rule): every view is weighted.
     #[serde(default)]
     pub weighted_views: Option<Vec<String>>,
     /// Text head only: named operating points for rooms where sarcasm is rare. Each is a
     /// threshold on the text view's probability set from a stated false-flag budget on
-    /// held-out meetings (`models/train/text_head_meetings.py`), so it moves with the
+    /// held-out meetings (`models/recipe/text_head_meetings.py`), so it moves with the
     /// head it was measured on; `fusion.operating_point` picks one by name.
     #[serde(default)]
     pub operating_points: BTreeMap<String, OperatingPoint>,

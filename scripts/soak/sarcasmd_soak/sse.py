@@ -72,7 +72,13 @@ class SseStream:
         """The events as they come (httpx_sse.ServerSentEvent); ends when the server ends
         the stream; raises httpx.TransportError (RemoteProtocolError once left)."""
         self.counter = _CountComments(self.response)
-        return httpx_sse.EventSource(self.counter).iter_sse()
+        for ev in httpx_sse.EventSource(self.counter).iter_sse():
+            # Once an event carried an id, httpx-sse dispatches the blank line after every
+            # comment (the daemon's keep-alives) as an empty "message"; the SSE spec
+            # dispatches nothing without data, and neither did the soak before.
+            if ev.data == "" and ev.event == "message":
+                continue
+            yield ev
 
     @property
     def comments(self):

@@ -369,6 +369,10 @@ class SseChurn:
                 st.close()
                 self.stop_ev.wait(rng.uniform(0.5, 5))
                 continue
+            if kind == "slow":
+                # As before: a slow reader waits before it reads anything, the status line
+                # too, so a refused one holds its connection 1-4 s before it closes it.
+                self.stop_ev.wait(rng.uniform(1, 4))
             t_end = time.monotonic() + life
             served = status == 200
             try:

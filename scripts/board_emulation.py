@@ -5,7 +5,7 @@ cgroup quota to the board's published whisper.cpp speed), in real time:
   1. `sarcasmd bench` (streaming, live form, one run) over a short espeak-ng meeting with
      the profile's settings: end-of-speech -> flag latency per stage;
   2. a long espeak-ng meeting fed through `sarcasmd replay - --live --config PROFILE` at
-     1x real time by scripts/soak.py: keeps up or not (drain time after the input ends,
+     1x real time by the soak (scripts/soak/run): keeps up or not (drain time after the input ends,
      dropped audio), latency, shedding steps taken, peak RSS, CPU per audio second.
 
 Boards run side by side (their quotas add up to about half of a 2-core machine).
@@ -98,7 +98,7 @@ def run_board(a, board, host_ms, bench_dir, meet_dir, res):
         r["bench"] = json.load(open(bj))
     if os.path.exists(qj):
         r["bench_quota"] = json.load(open(qj))
-    # 2. the long meeting, live, through soak.py with the daemon inside the board's cgroup
+    # 2. the long meeting, live, through the soak with the daemon inside the board's cgroup
     name = f"sarcasmd-emu-{board}-{os.getpid()}"  # one group per run: parallel runs must not share a quota
     wrapper = os.path.join(w, "sarcasmd-on-" + board)
     with open(wrapper, "w") as f:
@@ -106,7 +106,7 @@ def run_board(a, board, host_ms, bench_dir, meet_dir, res):
     os.chmod(wrapper, 0o755)
     sw = os.path.join(w, "soak")
     shutil.rmtree(sw, ignore_errors=True)
-    cmd = [sys.executable, os.path.join(REPO, "scripts", "soak.py"), "--duration-s", str(a.minutes * 60), "--speed", "1",
+    cmd = [os.path.join(REPO, "scripts", "soak", "run"), "--duration-s", str(a.minutes * 60), "--speed", "1",
            "--clips", meet_dir, "--config", cfg, "--bin", wrapper, "--work", sw, "--warmup-s", str(min(300, a.minutes * 60 // 4)),
            "--interval-s", "10"]
     log(board, "live meeting:", " ".join(cmd))
@@ -199,10 +199,14 @@ def main():
     if os.geteuid() != 0:
         sys.exit("board_emulation: needs root (cgroup CPU quotas)")
     missing = [t for t in ("espeak-ng", "ffmpeg", "sox") if shutil.which(t) is None]
-    if missing:  # found out only after a 3-minute bench otherwise (soak.py needs ffmpeg)
+    if missing:  # found out only after a 3-minute bench otherwise (the soak needs ffmpeg)
         sys.exit(f"board_emulation: {', '.join(missing)} not found: sudo bash scripts/install-system-deps.sh")
     if not os.access(a.bin, os.X_OK):
         sys.exit(f"board_emulation: {a.bin} is not an executable (cargo build --release, or --bin)")
+    # The soak's venv now, not after a 3-minute bench (and once, not by both boards at once).
+    p = subprocess.run(["bash", os.path.join(REPO, "scripts", "soak", "setup.sh")])
+    if p.returncode != 0:
+        sys.exit("board_emulation: the soak's venv could not be set up (scripts/soak/setup.sh)")
     os.makedirs(a.out, exist_ok=True)
     boards = a.boards.split(",")
     host_ms = a.host_encode_ms

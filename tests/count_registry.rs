@@ -11,11 +11,8 @@ use std::sync::Arc;
 
 use common::*;
 use sarcasmd::common::counts::{InMetrics, InSummary, GAUGES};
-use sarcasmd::config::Config;
-use sarcasmd::pipeline::{run_stream, Counters, RunOptions};
-use sarcasmd::sinks::event::VecSink;
+use sarcasmd::pipeline::Counters;
 use sarcasmd::sinks::metrics::Metrics;
-use sarcasmd::tools::bench::SamplesSource;
 
 /// The `pub <name>: Atomic...` fields of `struct <name> { .. }` in a source file.
 fn atomic_fields(src: &str, strukt: &str) -> Vec<String> {
@@ -67,19 +64,7 @@ fn every_counter_field_is_in_the_registry_or_is_a_gauge() {
 #[test]
 fn every_count_reaches_the_run_summary_and_metrics_with_its_value() {
     let counters = Arc::new(Counters::default());
-    let opts = RunOptions {
-        counters: counters.clone(),
-        ..Default::default()
-    };
-    let mut sink = VecSink::default();
-    let stats = run_stream(
-        engine(),
-        &Config::default(),
-        Box::new(SamplesSource::new(Arc::new(silence(1.0)))),
-        &mut sink,
-        &opts,
-    )
-    .unwrap();
+    let stats = run_silence_counted(&counters, 1.0);
     let summary = serde_json::to_value(&stats).unwrap();
     let m = Metrics::new(counters.clone(), &[]);
     // The sinks count events by type as they write them; have one of each counted.
@@ -144,6 +129,19 @@ fn every_count_reaches_the_run_summary_and_metrics_with_its_value() {
                 c.field
             ),
         }
+    }
+    // Rows combined from several counts, each in a known family with its value.
+    for d in counters.derived_rows() {
+        let label = sarcasmd::common::counts::FAMILIES
+            .iter()
+            .find(|f| f.name == d.family)
+            .unwrap_or_else(|| panic!("derived row: family {} not in FAMILIES", d.family))
+            .label;
+        let s = format!(
+            "sarcasmd_{}_total{{{label}=\"{}\"}}",
+            d.family, d.value_label
+        );
+        assert_eq!(value_of(&s), [d.value as f64], "{s} in\n{metrics}");
     }
     // The run did count: samples arrived and the summary says so.
     assert!(stats.audio_s > 0.9, "{summary}");

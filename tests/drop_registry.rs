@@ -13,12 +13,9 @@ use std::time::Instant;
 
 use common::*;
 use sarcasmd::common::drops::{DropCounters, DropReason};
-use sarcasmd::config::Config;
 use sarcasmd::daemon::live_stats;
-use sarcasmd::pipeline::{run_stream, Counters, RunOptions};
-use sarcasmd::sinks::event::VecSink;
+use sarcasmd::pipeline::Counters;
 use sarcasmd::sinks::metrics::Metrics;
-use sarcasmd::tools::bench::SamplesSource;
 
 /// A distinct count per reason, so a value read under the wrong name is caught too.
 fn count_of(i: usize) -> u64 {
@@ -43,19 +40,7 @@ fn every_drop_reason_reaches_the_run_summary_metrics_and_mqtt_stats_under_one_na
         source.add(r, count_of(i));
     }
     counters.drops.attach(source);
-    let opts = RunOptions {
-        counters: counters.clone(),
-        ..Default::default()
-    };
-    let mut sink = VecSink::default();
-    let stats = run_stream(
-        engine(),
-        &Config::default(),
-        Box::new(SamplesSource::new(Arc::new(silence(1.0)))),
-        &mut sink,
-        &opts,
-    )
-    .unwrap();
+    let stats = run_silence_counted(&counters, 1.0);
     let summary = serde_json::to_value(&stats).unwrap();
     let metrics = Metrics::new(counters.clone(), &[]).encode();
     let mqtt = live_stats(&counters, Instant::now());

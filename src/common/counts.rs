@@ -5,7 +5,7 @@
 //! by hand in the run summary (`pipeline::stats`) and again in `/metrics`
 //! (`sinks::metrics`), and the lists drifted (a counter in one and not the other). Now a
 //! counter is a field of [`Counters`] plus one line in [`Counters::counts`]; the run
-//! summary and `/metrics` both walk that list, and `tests/drop_registry.rs` fails when a
+//! summary and `/metrics` both walk that list, and `tests/count_registry.rs` fails when a
 //! counter field is missing from it or a listed count is missing from either output.
 //!
 //! Not here: gauges (queue depths, device up, the shedding level), which hold a latest
@@ -100,6 +100,16 @@ pub const FAMILIES: &[Family] = &[
     },
 ];
 
+/// A row of a labelled family computed from other counts (`early_ends{outcome="kept"}` =
+/// early ends minus the reopened ones).
+#[derive(Debug, Clone, Copy)]
+pub struct DerivedRow {
+    /// The family ([`FAMILIES`]) and the label's value.
+    pub family: &'static str,
+    pub value_label: &'static str,
+    pub value: u64,
+}
+
 /// Fields of [`Counters`] that are gauges (a latest value), not counts.
 pub const GAUGES: &[&str] = &[
     "ring_fill_samples",
@@ -193,6 +203,26 @@ impl Counters {
             value: c.shed.recoveries(),
         });
         v
+    }
+
+    /// The family rows that combine counts (their counts are marked `Converted`), so
+    /// `/metrics` shows them from here rather than by matching family names itself.
+    pub fn derived_rows(&self) -> Vec<DerivedRow> {
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        vec![
+            DerivedRow {
+                family: "final_transcripts",
+                value_label: "after_endpoint",
+                // Every event's final is speculative, decoded after the endpoint, or shed.
+                value: get(&self.events)
+                    .saturating_sub(get(&self.speculative_finals) + get(&self.text_shed)),
+            },
+            DerivedRow {
+                family: "early_ends",
+                value_label: "kept",
+                value: get(&self.early_ends).saturating_sub(get(&self.reopened_after_early_end)),
+            },
+        ]
     }
 
     /// One count by field (0 if there is none: only for reading converted ones).

@@ -288,23 +288,6 @@ pub(crate) fn encode_drops(enc: &mut DescriptorEncoder, counts: &DropCounts) -> 
 }
 
 /// Resident set size now, from `/proc/self/statm` (pages).
-/// Family rows that combine counts (the registry marks their counts `Converted`).
-fn converted_rows(family: &str, c: &Counters) -> Vec<(&'static str, f64)> {
-    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    match family {
-        "final_transcripts" => {
-            let after =
-                get(&c.events).saturating_sub(get(&c.speculative_finals) + get(&c.text_shed));
-            vec![("after_endpoint", after as f64)]
-        }
-        "early_ends" => {
-            let kept = get(&c.early_ends).saturating_sub(get(&c.reopened_after_early_end));
-            vec![("kept", kept as f64)]
-        }
-        _ => Vec::new(),
-    }
-}
-
 fn rss_bytes() -> Option<f64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: f64 = statm.split_whitespace().nth(1)?.parse().ok()?;
@@ -339,6 +322,7 @@ impl Collector for LiveCollector {
         )?;
         // Every count of the registry: its own counter, or its row of a family.
         let counts = c.counts();
+        let derived = c.derived_rows();
         for count in &counts {
             if let InMetrics::Own(name, help) = count.metrics {
                 counter(&mut enc, name, help, count.value)?;
@@ -358,7 +342,12 @@ impl Collector for LiveCollector {
                     _ => None,
                 })
                 .collect();
-            rows.extend(converted_rows(fam.name, c));
+            rows.extend(
+                derived
+                    .iter()
+                    .filter(|d| d.family == fam.name)
+                    .map(|d| (d.value_label, d.value as f64)),
+            );
             family(
                 &mut enc,
                 fam.name,

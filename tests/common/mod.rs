@@ -213,6 +213,24 @@ pub fn run_with(cfg: &Config, source: Box<dyn AudioSource>) -> (Vec<UtteranceEve
     (sink.0, stats)
 }
 
+/// `seconds` of silence through the pipeline with these counters (the registry tests:
+/// what they count before the run must reach the summary the run returns).
+pub fn run_silence_counted(counters: &Arc<pipeline::Counters>, seconds: f64) -> RunStats {
+    let opts = RunOptions {
+        counters: counters.clone(),
+        ..Default::default()
+    };
+    let source = sarcasmd::tools::bench::SamplesSource::new(Arc::new(silence(seconds)));
+    pipeline::run_stream(
+        engine(),
+        &Config::default(),
+        Box::new(source),
+        &mut VecSink::default(),
+        &opts,
+    )
+    .expect("pipeline run")
+}
+
 /// Word error rate (the bench's word edit distance over normalised words) and the
 /// reference length.
 pub fn wer(reference: &str, hypothesis: &str) -> (f64, usize) {

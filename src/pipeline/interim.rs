@@ -12,9 +12,9 @@ use crate::config::Config;
 use crate::sinks::event::PartialEvent;
 use crate::views::asr::Urgency;
 
+use super::clock::{ms_since, round3, RATE};
 use super::engine::Engine;
 use super::queues::{send_partial, Emitted, InterimRequest};
-use super::{ms_since, round3, RATE};
 
 pub struct InterimStage<'a> {
     pub engine: &'a Engine,

@@ -19,8 +19,10 @@
 //! utterances are on time.
 
 mod analyser;
+mod clock;
 pub mod context;
 mod engine;
+mod error;
 mod interim;
 mod plan;
 mod queues;
@@ -35,24 +37,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use thiserror::Error;
-
 pub use crate::common::counters::Counters;
 use crate::common::shed::ShedLadder;
 use crate::config::Config;
 use crate::pipeline::context::ContextStore;
 use crate::sinks::event::EventSink;
-use crate::sources::audio::{AudioError, AudioSource, PIPELINE_RATE_HZ};
+use crate::sources::audio::{AudioError, AudioSource};
 use crate::sources::video::FrameSource;
-use crate::views::asr::AsrError;
-use crate::views::fusion::HeadError;
-use crate::views::prosody::ProsodyError;
-use crate::views::text::TextError;
-use crate::views::vad::VadError;
 use crate::views::vision::stream::VisionTimeline;
 use crate::views::vision::VisionAnalyser;
 
 pub use engine::{required_models, Engine, EngineError};
+pub use error::PipelineError;
 pub use stats::{RunStats, StageSummary, StreamingStats};
 
 use analyser::AnalyserStage;
@@ -64,29 +60,6 @@ use shutdown::Shutdown;
 use sink::SinkStage;
 use source::SourceStage;
 use vision::{FrameReaderStage, VisionStage};
-
-/// Stream samples per second.
-const RATE: f64 = PIPELINE_RATE_HZ as f64;
-
-#[derive(Debug, Error)]
-pub enum PipelineError {
-    #[error(transparent)]
-    Audio(#[from] AudioError),
-    #[error(transparent)]
-    Vad(#[from] VadError),
-    #[error(transparent)]
-    Asr(#[from] AsrError),
-    #[error(transparent)]
-    Text(#[from] TextError),
-    #[error(transparent)]
-    Head(#[from] HeadError),
-    #[error(transparent)]
-    Prosody(#[from] ProsodyError),
-    #[error("cannot write events: {0}")]
-    Sink(std::io::Error),
-    #[error("pipeline thread `{0}` panicked")]
-    Panic(&'static str),
-}
 
 #[derive(Clone)]
 pub struct RunOptions {
@@ -374,12 +347,4 @@ fn vision_parts(
         }
         _ => None,
     }
-}
-
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1e3
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }

@@ -28,8 +28,8 @@ use crate::sinks::event::{GapEvent, PartialEvent, UtteranceEvent};
 use crate::views::prosody::ProsodyFrame;
 use crate::views::vad::Span;
 
+use super::clock::{round3, RATE};
 use super::plan::{Plan, WhenFull};
-use super::{round3, RATE};
 
 /// Longest a ring wait parks before looking again without being woken. Waits are
 /// woken by the other end and by [`super::shutdown::Shutdown::fail`]; this bound is

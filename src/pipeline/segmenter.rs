@@ -21,12 +21,13 @@ use crate::pipeline::context::ContextStore;
 use crate::views::prosody::{FrameExtractor, ProsodyFrame};
 use crate::views::vad::{EndpointEvent, Endpointer, VadModel, VadStream, VAD_CHUNK};
 
+use super::clock::RATE;
+use super::error::PipelineError;
 use super::plan::{Plan, WhenFull};
 use super::queues::{
     send_interim, send_utterance, InterimRequest, Popped, RingReader, StepRequest, Utterance,
 };
 use super::shutdown::Shutdown;
-use super::{PipelineError, RATE};
 
 /// What the segmenter and the analyser tell each other about the utterance in
 /// progress (stream samples).

@@ -13,9 +13,9 @@ use crate::common::counters::Counters;
 use crate::common::drops::DropReason;
 use crate::sources::audio::{AudioError, AudioSource};
 
+use super::clock::RATE;
 use super::queues::{record_gap, Emitted, RingWriter};
 use super::shutdown::Shutdown;
-use super::RATE;
 
 /// Longest outage filled with silence to keep the stream clock on wall time. Beyond
 /// it the clock simply skips ahead by less: minutes of zeros would only cost VAD time.

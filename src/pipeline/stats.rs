@@ -12,7 +12,7 @@ use crate::common::counts::InSummary;
 use crate::common::shed::ShedStats;
 use crate::views::vision::stream::VisionStats;
 
-use super::RATE;
+use super::clock::RATE;
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StageSummary {

@@ -4,9 +4,9 @@
 use crate::config::Config;
 use crate::sinks::event::{LatencyMs, ReadyMs, UtteranceEvent, UtteranceFeatures, Views};
 
+use super::super::clock::{round3, RATE};
 use super::super::engine::Engine;
 use super::super::queues::Utterance;
-use super::super::{round3, RATE};
 use super::views::{AudioView, Fused, Shedding, TextView, Transcription, VideoView};
 
 /// Milliseconds since the end of speech, as the analyser saw them.

@@ -23,11 +23,12 @@ use crate::pipeline::context::{ContextStore, ContextTranscript};
 use crate::sinks::event::UtteranceEvent;
 use crate::views::vision::stream::VisionTimeline;
 
+use super::clock::{ms_since, RATE};
 use super::engine::Engine;
+use super::error::PipelineError;
 use super::queues::{Emitted, StepRequest, Utterance};
 use super::segmenter::SpeechSignals;
 use super::shutdown::Shutdown;
-use super::{ms_since, PipelineError, RATE};
 use state::{StepOutputs, StreamState};
 use views::VideoInput;
 

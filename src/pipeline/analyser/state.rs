@@ -14,10 +14,11 @@ use crate::sinks::event::PartialEvent;
 use crate::views::asr::streaming::{GiveUp, StepAt, StreamingAsr};
 use crate::views::asr::AsrStream;
 
+use super::super::clock::{ms_since, round3, RATE};
 use super::super::engine::Engine;
+use super::super::error::PipelineError;
 use super::super::queues::{send_partial, Emitted, StepRequest};
 use super::super::segmenter::SpeechSignals;
-use super::super::{ms_since, round3, PipelineError, RATE};
 
 /// What one stream's analyser decodes with.
 pub struct StreamState {

@@ -19,10 +19,11 @@ use crate::views::extras::Extras;
 use crate::views::prosody;
 use crate::views::vision::stream::VisionTimeline;
 
+use super::super::clock::{ms_since, RATE};
 use super::super::engine::Engine;
+use super::super::error::PipelineError;
 use super::super::queues::Utterance;
 use super::super::shutdown::Shutdown;
-use super::super::{ms_since, PipelineError, RATE};
 use super::state::StreamState;
 
 /// The audio view: prosody functionals over the utterance's speech and the audio head.

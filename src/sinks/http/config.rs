@@ -1,7 +1,21 @@
 //! The `[http]` section: bind address, token, allowed hosts, limits; checked before
 //! anything listens.
 
-use super::*;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::HttpError;
+use crate::common::validate::{FieldError, Problems, Validate};
+
+const MIN_TOKEN_LEN: usize = 16;
+/// Upper bound of `http.max_connections`: with the unit's `LimitNOFILE=1024` this leaves
+/// room for the models, devices, sinks and threads.
+pub const MAX_CONNECTIONS_LIMIT: usize = 512;
+/// Caption downloads at once at most: a file of a few MB that a client fetches now and
+/// then; a slow reader holds its slot as long as it reads.
+pub const MAX_CAPTION_DOWNLOADS: usize = 4;
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]

@@ -1,7 +1,29 @@
 //! The routes' handlers: overlay page, metrics, caption files (streamed, bounded), live
 //! events over Server-Sent Events.
 
-use super::*;
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use futures_util::stream::Stream;
+use tokio::io::AsyncReadExt;
+use tokio::sync::{broadcast, watch};
+
+use super::app_state::AppState;
+use super::hub::{ClientGuard, Hub, Msg, PoolSlot};
+use crate::common::drops::DropReason;
+use crate::common::lock::LockOrRecover;
+use crate::sinks::metrics;
+
+const OVERLAY_HTML: &str =
+    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/overlay.html"));
 
 pub(super) async fn overlay() -> Html<&'static str> {
     Html(OVERLAY_HTML)

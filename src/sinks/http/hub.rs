@@ -1,7 +1,17 @@
 //! The hub: the latest events and status for new clients, a bounded broadcast channel
 //! for live ones, and the counts of connections and lagged clients.
 
-use super::*;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::response::sse::Event;
+use tokio::sync::broadcast;
+
+use super::config::HttpConfig;
+use crate::common::drops::{DropCounters, DropCounts, DropSource};
+use crate::common::lock::LockOrRecover;
+use crate::sinks::metrics::ListenerStats;
 
 /// One SSE message, shared by every client.
 #[derive(Debug)]
@@ -49,10 +59,6 @@ pub struct Hub {
     pub(super) sse: Arc<Pool>,
     pub(super) downloads: Arc<Pool>,
 }
-
-/// Caption downloads at once at most: a file of a few MB that a client fetches now and
-/// then; a slow reader holds its slot as long as it reads.
-pub const MAX_CAPTION_DOWNLOADS: usize = 4;
 
 /// Slots for one kind of response that stays open.
 #[derive(Debug)]

@@ -33,85 +33,47 @@
 //! client resynchronises from the next event. The sink thread never waits for a client.
 //!
 //! Files: this one the server (listener, connection limits, router); `config.rs` the
-//! `[http]` section; `hub.rs` what clients are sent; `access.rs` the host rule and the
-//! token check; `handlers.rs` the routes; `slots.rs` the connection slots.
+//! `[http]` section; `hub.rs` what clients are sent; `host_rule.rs` the host rule;
+//! `access.rs` the checks run on each request (one `Host`, the host rule, the token);
+//! `app_state.rs` what the handlers are given; `handlers.rs` the routes; `slots.rs` the
+//! connection slots; `error.rs` the error type.
 
-use crate::common::lock::LockOrRecover;
-use std::collections::VecDeque;
-use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::middleware::{self, Next};
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{Html, IntoResponse, Response};
+use axum::body::Body;
+use axum::extract::Request;
+use axum::middleware;
 use axum::routing::get;
 use axum::Router;
-use futures_util::stream::Stream;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use serde::{Deserialize, Serialize};
-use thiserror::Error;
-use tokio::io::AsyncReadExt;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 use tower::ServiceExt;
 
-use crate::common::drops::{DropCounters, DropCounts, DropReason, DropSource};
-use crate::common::validate::{FieldError, Problems, Validate};
 use crate::sinks::captions::CaptionsConfig;
-use crate::sinks::metrics::{self, ListenerStats, Metrics};
+use crate::sinks::metrics::Metrics;
 
-const OVERLAY_HTML: &str =
-    include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/assets/overlay.html"));
-const MIN_TOKEN_LEN: usize = 16;
-/// Upper bound of `http.max_connections`: with the unit's `LimitNOFILE=1024` this leaves
-/// room for the models, devices, sinks and threads.
-pub const MAX_CONNECTIONS_LIMIT: usize = 512;
 /// Descriptors the daemon needs besides HTTP connections (models, sockets, pipes).
 const OTHER_FDS: u64 = 128;
 
 mod access;
+mod app_state;
 mod config;
+mod error;
 mod handlers;
+mod host_rule;
 mod hub;
 mod slots;
 
 use access::*;
+use app_state::AppState;
 pub use config::*;
+pub use error::HttpError;
 use handlers::*;
+use host_rule::*;
 pub use hub::*;
 use slots::{Admit, ServingBody, Slots};
-
-#[derive(Debug, Error)]
-pub enum HttpError {
-    #[error("http.bind {addr}: cannot listen: {source} (another sarcasmd or service on that port? choose another port in http.bind)")]
-    Bind {
-        addr: SocketAddr,
-        source: std::io::Error,
-    },
-    #[error("http.token_file {path}: {reason}")]
-    TokenFile { path: PathBuf, reason: String },
-    #[error("cannot start the HTTP runtime: {0}")]
-    Runtime(std::io::Error),
-}
-
-#[derive(Clone)]
-struct AppState {
-    hub: Arc<Hub>,
-    metrics: Option<Arc<Metrics>>,
-    /// The live caption files, served as written (`[captions]`).
-    vtt: Option<Arc<PathBuf>>,
-    srt: Option<Arc<PathBuf>>,
-    /// Bytes of a caption file served at most: its rotation size and one cue's slack.
-    caption_limit_bytes: u64,
-    token: Option<Arc<str>>,
-    hosts: Arc<HostRule>,
-    shutdown: watch::Receiver<bool>,
-}
 
 /// The running listener. Dropping it without [`HttpServer::shutdown`] also stops it.
 pub struct HttpServer {
@@ -384,6 +346,7 @@ fn router(state: AppState) -> Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::validate::Validate;
 
     #[test]
     fn the_bearer_scheme_is_case_insensitive() {

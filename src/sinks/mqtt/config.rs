@@ -1,7 +1,13 @@
 //! The `[mqtt]` section: broker, identity, topics (checked against the MQTT spec), TLS
 //! files and the password file, parsed, validated, and turned into client options.
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::MqttError;
+use crate::common::validate::{FieldError, Problems, Validate};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]

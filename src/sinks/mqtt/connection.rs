@@ -1,7 +1,24 @@
 //! The client thread: rumqttc's event loop, reconnect pacing and outage bookkeeping,
 //! and what each ConnAck, write, PubAck and error does to the delivery state.
 
-use super::*;
+use std::time::{Duration, Instant};
+
+use log::{debug, info, warn};
+use rumqttc::{Connection, ConnectionError, Event, Outgoing, Packet, QoS};
+
+use super::state::{Kind, Shared, State};
+use super::status::STATUS_ONLINE;
+use crate::common::drops::DropReason;
+use crate::common::reconnect::{Backoff, BackoffPolicy};
+
+/// Closes in a row with the same event oldest unacknowledged before it is dropped.
+pub(super) const MAX_CLOSES_UNACKED: u32 = 3;
+
+/// How long a connection must stay up to count as healthy. Only then does the backoff
+/// start again from `reconnect_min_ms` and the outage end: a broker that accepts us and
+/// then drops the connection (a publish it refuses, a proxy, a second client with our
+/// id) would otherwise be reconnected to every `reconnect_min_ms`, with a WARN each time.
+pub(super) const HEALTHY_AFTER: Duration = Duration::from_secs(5);
 
 /// Reconnect pacing and outage bookkeeping, kept free of I/O and clock reads so the
 /// sequence of waits can be tested without a broker.

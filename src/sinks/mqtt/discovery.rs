@@ -1,6 +1,7 @@
 //! Home Assistant MQTT discovery messages.
 
-use super::*;
+use super::config::MqttConfig;
+use super::status::{STATUS_OFFLINE, STATUS_ONLINE};
 
 /// Home Assistant MQTT discovery configs: (topic, payload). Retained, re-sent after every
 /// ConnAck so a broker that lost its retained store is repopulated.

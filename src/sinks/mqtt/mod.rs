@@ -48,34 +48,21 @@
 //! `mqtt_offline_queue_full`.
 //!
 //! # Files
-//! This file: the sink's API and delivery state (queue, window, stats);
+//! This file: the sink's API; `state.rs` the delivery state it shares with the client
+//! thread (queue, window, stats); `status.rs` the status payloads; `error.rs`;
 //! `config.rs` the `[mqtt]` section and its checks; `connection.rs` the client thread
 //! (event loop, reconnect pacing, what each broker packet does to the state); `tls.rs`;
 //! `discovery.rs` (Home Assistant); `tests.rs`.
 
-use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use log::{debug, info, warn};
-use rumqttc::{
-    Client, Connection, ConnectionError, Event, LastWill, MqttOptions, Outgoing, Packet, QoS,
-    TlsConfiguration, Transport,
-};
-use serde::{Deserialize, Serialize};
-use thiserror::Error;
+use log::{info, warn};
+use rumqttc::{Client, LastWill, MqttOptions, QoS, TlsConfiguration, Transport};
 
-use crate::common::error::BoxError;
-
-use crate::common::drops::{DropCounts, DropReason, DropSource};
-use crate::common::lock::LockOrRecover;
-use crate::common::reconnect::{Backoff, BackoffPolicy};
-use crate::common::validate::{FieldError, Problems, Validate};
-
-/// Closes in a row with the same event oldest unacknowledged before it is dropped.
-const MAX_CLOSES_UNACKED: u32 = 3;
+use crate::common::drops::{DropReason, DropSource};
+use crate::common::validate::Validate;
 
 /// Events handed to rumqttc at once while connected. Kept below rumqttc's `inflight`
 /// (100) with room for the control messages, so rumqttc never stalls on flow control.
@@ -93,18 +80,13 @@ const REQUEST_CHANNEL_CAP: usize = EVENT_WINDOW + 16;
 const DROP_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long `shutdown` waits for the client thread to exit once it has been told to stop.
 const JOIN_GRACE: Duration = Duration::from_millis(300);
-/// How long a connection must stay up to count as healthy. Only then does the backoff
-/// start again from `reconnect_min_ms` and the outage end: a broker that accepts us and
-/// then drops the connection (a publish it refuses, a proxy, a second client with our
-/// id) would otherwise be reconnected to every `reconnect_min_ms`, with a WARN each time.
-const HEALTHY_AFTER: Duration = Duration::from_secs(5);
-
-const STATUS_ONLINE: &str = "online";
-const STATUS_OFFLINE: &str = "offline";
 
 mod config;
 mod connection;
 mod discovery;
+mod error;
+mod state;
+mod status;
 #[cfg(test)]
 mod tests;
 mod tls;
@@ -112,219 +94,14 @@ mod tls;
 pub use config::*;
 use connection::*;
 pub use discovery::discovery_messages;
+pub use error::MqttError;
+use state::*;
+use status::*;
 pub use tls::rustls_config;
-
-#[derive(Debug, Error)]
-pub enum MqttError {
-    #[error("invalid MQTT configuration: `{}`: {}", .0.field, .0.reason)]
-    Config(FieldError),
-    #[error(
-        "mqtt.password_file: cannot read {path}: {source} (check the path and that the daemon \
-         user may read it, e.g. via systemd LoadCredential=)"
-    )]
-    PasswordFile {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("mqtt.password_file: {path} is empty; put the broker password in it")]
-    EmptyPasswordFile { path: PathBuf },
-    #[error(
-        "mqtt.tls.ca_file: cannot load CA certificates from {path}: {source} (it must be a \
-         readable PEM file with at least one CERTIFICATE block)"
-    )]
-    CaFile {
-        path: PathBuf,
-        #[source]
-        source: BoxError,
-    },
-    #[error(
-        "mqtt.tls.client_cert: cannot load the client certificate from {path}: {source} (it must \
-         be a readable PEM file with the CERTIFICATE chain)"
-    )]
-    ClientCert {
-        path: PathBuf,
-        #[source]
-        source: BoxError,
-    },
-    #[error(
-        "mqtt.tls.client_key: cannot load the private key from {path}: {source} (it must be a \
-         readable PEM file with one PKCS#8, PKCS#1 or SEC1 private key)"
-    )]
-    ClientKey {
-        path: PathBuf,
-        #[source]
-        source: BoxError,
-    },
-    #[error(
-        "mqtt.tls: TLS setup failed: {0} (check that client_cert and client_key belong together)"
-    )]
-    Tls(#[source] rustls::Error),
-    #[error("cannot start the MQTT client thread: {0}")]
-    Thread(std::io::Error),
-}
 
 /// The sink's counters as `/metrics` and the stats topic show them; defined where
 /// they are rendered, so `metrics` need not import the sink.
 pub use crate::sinks::metrics::MqttStats;
-
-/// What a message handed to rumqttc was, so its PubAck can be attributed.
-#[derive(Debug)]
-enum Kind {
-    Event(Vec<u8>),
-    /// Online status and HA discovery: re-sent after every ConnAck anyway.
-    Control,
-    /// The retained "offline" of a graceful shutdown.
-    Offline,
-    /// QoS 0: done once written.
-    Stats,
-}
-
-#[derive(Debug)]
-struct Handed {
-    kind: Kind,
-    /// Set when rumqttc reports writing it (`Outgoing::Publish(pkid)`); 0 for QoS 0.
-    pkid: Option<u16>,
-}
-
-#[derive(Default)]
-struct State {
-    connected: bool,
-    /// `shutdown` started: no "online"/discovery after a ConnAck, "offline" instead.
-    shutting_down: bool,
-    /// The client thread must exit at the next chance instead of reconnecting.
-    stop: bool,
-    offline_acked: bool,
-    /// Events not yet handed to rumqttc, oldest first.
-    waiting: VecDeque<Vec<u8>>,
-    /// Messages handed to rumqttc in hand-off order. rumqttc writes requests from its
-    /// single channel in order (we keep `pending` empty), so `Outgoing::Publish` events
-    /// arrive in this order too.
-    handed: VecDeque<Handed>,
-    events_in_flight: usize,
-    stats: MqttStats,
-    /// A close with unacknowledged events was logged in the current outage.
-    unacked_close_logged: bool,
-    /// The oldest event that was unacknowledged at a close, and at how many closes in a
-    /// row it was; reset when any event is acknowledged.
-    suspect: Option<(Vec<u8>, u32)>,
-    overflow_logged: bool,
-    too_large_logged: bool,
-}
-
-impl State {
-    fn held(&self) -> usize {
-        self.waiting.len() + self.events_in_flight
-    }
-}
-
-struct Topics {
-    event: String,
-    stats: String,
-    status: String,
-    /// (topic, retained JSON) for HA discovery; empty when disabled.
-    discovery: Vec<(String, Vec<u8>)>,
-}
-
-struct Shared {
-    state: Mutex<State>,
-    /// Signalled on PubAck, connect state changes and stop.
-    cond: Condvar,
-    client: Client,
-    topics: Topics,
-    offline_queue: usize,
-    window: usize,
-    broker: String,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic elsewhere must not turn every later publish into a panic.
-        self.state.lock_or_recover()
-    }
-
-    /// Hands the retained "offline" status to rumqttc. When it cannot even be queued
-    /// there is no acknowledgement to wait for, so it counts as done.
-    fn hand_offline(&self, st: &mut State) {
-        let queued = self.hand_control(
-            st,
-            &self.topics.status,
-            QoS::AtLeastOnce,
-            true,
-            STATUS_OFFLINE.into(),
-            Kind::Offline,
-        );
-        st.offline_acked = !queued;
-    }
-
-    /// Hands queued events to rumqttc while connected and the window has room.
-    /// Non-blocking: `try_publish` into a channel sized for the window.
-    fn pump(&self, st: &mut State) {
-        if !st.connected || st.stop {
-            return;
-        }
-        while st.events_in_flight < self.window {
-            let Some(payload) = st.waiting.pop_front() else {
-                break;
-            };
-            match self.client.try_publish(
-                self.topics.event.as_str(),
-                QoS::AtLeastOnce,
-                false,
-                payload.clone(),
-            ) {
-                Ok(()) => {
-                    st.handed.push_back(Handed {
-                        kind: Kind::Event(payload),
-                        pkid: None,
-                    });
-                    st.events_in_flight += 1;
-                }
-                Err(e) => {
-                    // Channel full (not expected with our sizing): retry on the next PubAck.
-                    debug!("mqtt: request channel busy ({e}); event stays queued");
-                    st.waiting.push_front(payload);
-                    break;
-                }
-            }
-        }
-    }
-
-    /// Publishes a non-event message and records it so its write/PubAck is attributed.
-    fn hand_control(
-        &self,
-        st: &mut State,
-        topic: &str,
-        qos: QoS,
-        retain: bool,
-        payload: Vec<u8>,
-        kind: Kind,
-    ) -> bool {
-        match self.client.try_publish(topic, qos, retain, payload) {
-            Ok(()) => {
-                st.handed.push_back(Handed { kind, pkid: None });
-                true
-            }
-            Err(e) => {
-                debug!("mqtt: could not queue message for {topic}: {e}");
-                false
-            }
-        }
-    }
-
-    fn snapshot(&self, st: &State) -> MqttStats {
-        let mut s = st.stats.clone();
-        s.connected = st.connected;
-        s.queued = st.held() as u64;
-        s
-    }
-}
-
-/// The sink's drops, attached to the run's drop registry.
-impl DropSource for Shared {
-    fn drop_counts(&self) -> DropCounts {
-        self.lock().stats.drops
-    }
-}
 
 pub struct MqttSink {
     shared: Arc<Shared>,

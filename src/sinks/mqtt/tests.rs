@@ -1,5 +1,6 @@
 use super::*;
 use serde_json::Value;
+use std::path::PathBuf;
 
 fn cfg() -> MqttConfig {
     MqttConfig {

@@ -1,6 +1,11 @@
 //! TLS for the broker connection (rustls with ring).
 
-use super::*;
+use std::path::Path;
+use std::sync::Arc;
+
+use super::config::MqttTlsConfig;
+use super::error::MqttError;
+use crate::common::error::BoxError;
 
 /// A PEM file of certificates or a key is a few KB; a CA bundle of every public CA is
 /// about 200 KB.

@@ -11,7 +11,10 @@ use std::fmt::Display;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{AudioError, AudioSource, SourceGap, PIPELINE_RATE_HZ};
+use super::error::AudioError;
+use super::gap::SourceGap;
+use super::rate::PIPELINE_RATE_HZ;
+use super::source::AudioSource;
 use crate::common::reconnect::{BackoffPolicy, Clock, Reconnector, SystemClock};
 
 /// Opens the device behind a [`ReconnectingSource`], once at start and after each loss.

@@ -2,7 +2,10 @@
 
 use std::io::{ErrorKind, Read};
 
-use super::{validate_rate, AudioError, AudioSource, StreamResampler, PIPELINE_RATE_HZ};
+use super::error::AudioError;
+use super::rate::{validate_rate, PIPELINE_RATE_HZ};
+use super::resample::StreamResampler;
+use super::source::AudioSource;
 
 /// Bytes asked for per read: 4096 bytes = 128 ms at 16 kHz. `read` returns what has
 /// arrived, so live pipes are handled as they come.

@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 
 use hound::{SampleFormat, WavReader};
 
-use super::{
-    downmix_into, validate_rate, AudioError, AudioSource, StreamResampler, PIPELINE_RATE_HZ,
-};
+use super::downmix::downmix_into;
+use super::error::AudioError;
+use super::rate::{validate_rate, PIPELINE_RATE_HZ};
+use super::resample::StreamResampler;
+use super::source::AudioSource;
 
 /// What the header says, checked against the file before any audio is decoded.
 #[derive(Debug, Clone, PartialEq)]

@@ -20,7 +20,10 @@ use zune_jpeg::zune_core::colorspace::ColorSpace;
 use zune_jpeg::zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
 
-use super::{FrameSource, VideoError, VideoFrame, FRAME_HEIGHT, FRAME_WIDTH, MAX_FPS};
+use super::error::VideoError;
+use super::format::{FRAME_HEIGHT, FRAME_WIDTH, MAX_FPS};
+use super::frame::VideoFrame;
+use super::source::FrameSource;
 use crate::common::drops::{DropCounters, DropCounts, DropReason, DropSource};
 
 #[derive(Debug, Error)]

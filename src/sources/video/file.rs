@@ -11,7 +11,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 
-use super::{FrameSource, VideoError, VideoFrame, FRAME_HEIGHT, FRAME_WIDTH, MAX_FPS};
+use super::error::VideoError;
+use super::format::{FRAME_HEIGHT, FRAME_WIDTH, MAX_FPS};
+use super::frame::VideoFrame;
+use super::source::FrameSource;
 
 /// How a file is turned into frames.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::camera::{CameraCounters, CameraError, CameraOptions, CameraSource};
-use super::{FrameSource, VideoError, VideoFrame};
+use super::error::VideoError;
+use super::frame::VideoFrame;
+use super::source::FrameSource;
 use crate::common::reconnect::{BackoffPolicy, Clock, Reconnector, SystemClock};
 use crate::sources::audio::SourceGap;
 

@@ -1,7 +1,11 @@
 //! The context condition: the last `context_s` seconds of an item's context turns
 //! before its text, as the live text view sees earlier transcripts.
 
-use super::*;
+use crate::tools::manifest::ManifestItem;
+
+/// Words per second of conversational English (about 150 per minute): how a manifest's
+/// context turns, which carry no timing, are cut to the last `context_s` seconds.
+pub const CONTEXT_WORDS_PER_S: f32 = 2.5;
 
 /// The last `context_s` seconds of an item's context turns (whole turns, newest first
 /// until the word budget is used; the turn that crosses it is kept, as the live context

@@ -5,6 +5,9 @@
 
 use serde::Serialize;
 
+/// Bins of the expected calibration error.
+pub const ECE_BINS: usize = 10;
+
 /// Counts of the 2x2 confusion matrix; class 1 = sarcastic.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Confusion {

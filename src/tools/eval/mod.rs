@@ -11,23 +11,27 @@
 //!
 //! Files: this one scores items and builds the rows; `metrics.rs` the measures,
 //! `context.rs` the context condition's text, `training_keys.rs` which items each head
-//! saw in training, `render.rs` the Markdown tables.
+//! saw in training, `render.rs` the Markdown tables; `configs.rs` the configurations a row
+//! is about, `item.rs` one item's scores, `report.rs` the report's rows and records.
 
+mod configs;
 mod context;
+mod item;
 pub mod metrics;
 mod render;
+mod report;
 mod training_keys;
 
+use configs::{ctx_key, CONFIGS, SERVED};
 use context::with_context;
-pub use context::{context_text, text_with_context};
+pub use context::{context_text, text_with_context, CONTEXT_WORDS_PER_S};
+pub use item::ItemResult;
+pub use metrics::ECE_BINS;
 pub use render::render;
+pub use report::{Agreement, EvalReport, HeadInfo, Row};
 pub use training_keys::{text_key, TrainingKeys};
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::PathBuf;
-
-use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 use crate::config::Config;
 use crate::pipeline::{self, Engine, PipelineError, RunOptions};
@@ -40,11 +44,6 @@ use crate::views::text::{TextEncoder, TextError};
 
 use metrics::{best_threshold, expected_calibration_error, roc_auc, Baselines, Scores};
 
-/// Words per second of conversational English (about 150 per minute): how a manifest's
-/// context turns, which carry no timing, are cut to the last `context_s` seconds.
-pub const CONTEXT_WORDS_PER_S: f32 = 2.5;
-/// Bins of the expected calibration error.
-pub const ECE_BINS: usize = 10;
 /// Field of a head's `training` metadata listing `text_key`s of its training items.
 pub const TRAINING_KEYS_FIELD: &str = "item_text_sha8";
 
@@ -97,116 +96,6 @@ impl Default for EvalOptions {
             limit: None,
         }
     }
-}
-
-/// One item's scores, as written to the JSON report.
-#[derive(Debug, Clone, Serialize)]
-pub struct ItemResult {
-    pub id: String,
-    pub label: Option<bool>,
-    #[serde(skip)]
-    pub modality_labels: ModalityLabels,
-    #[serde(skip)]
-    pub annotators: Vec<bool>,
-    pub has_audio: bool,
-    pub has_video: bool,
-    /// Utterances the pipeline found in the item's audio (0 for text-only items).
-    pub utterances: usize,
-    /// "whisper" or "gold": which transcript the text view read.
-    pub text_from: Option<&'static str>,
-    pub text: Option<String>,
-    /// Context words prepended in the context condition.
-    pub context_words: usize,
-    /// Probability per configuration ("T", "A", "T+A", "served", "T|ctx", ...): present
-    /// only when the item has every view the configuration needs.
-    pub p: BTreeMap<String, f32>,
-    /// The item has audio but the pipeline found no utterance: the served system said
-    /// nothing, which the "served" rows count as "not sarcastic".
-    pub silent: bool,
-    /// `text_key` of the gold transcript: matched against the heads' training items.
-    #[serde(skip)]
-    pub gold_key: Option<String>,
-}
-
-/// Views a configuration needs, in table order. T+V is absent: the fusion head was
-/// trained with text and video masked out, never audio, so it cannot serve T+V.
-const CONFIGS: [(&str, bool, bool, bool); 6] = [
-    ("T", true, false, false),
-    ("A", false, true, false),
-    ("V", false, false, true),
-    ("T+A", true, true, false),
-    ("A+V", false, true, true),
-    ("T+A+V", true, true, true),
-];
-
-const SERVED: &str = "served";
-
-fn ctx_key(config: &str) -> String {
-    format!("{config}|ctx")
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    /// Configuration: "T", "A", ..., or "served" (late fusion over whatever views an item
-    /// has, as the daemon serves it), or "annotators' majority" (human agreement).
-    pub views: String,
-    /// Seconds of preceding context given to the text view, when it has any.
-    pub context_s: Option<f32>,
-    /// "all", "full agreement", or which per-modality label the row is scored against.
-    pub subset: String,
-    pub scores: Scores,
-    pub baselines: Baselines,
-    pub ece: Option<f64>,
-    /// ROC-AUC over the items with a probability (threshold-free ranking quality).
-    pub auc: Option<f64>,
-    /// Threshold maximising macro-F1 on these very items (optimistic) and that figure.
-    pub oracle_threshold: Option<(f32, f64)>,
-    /// Items of this row whose gold text a head scoring them was trained on: a row with
-    /// any is not a test figure. `None`: the heads do not record it.
-    pub seen_in_training: Option<usize>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Agreement {
-    /// Items with annotator labels, and the number of raters the kappa used.
-    pub items: usize,
-    pub raters: usize,
-    pub fleiss_kappa: Option<f64>,
-    /// Only with exactly two raters.
-    pub cohen_kappa: Option<f64>,
-    /// Items where every rater agrees.
-    pub full_agreement_items: usize,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct HeadInfo {
-    pub name: String,
-    pub label: String,
-    pub feature_version: String,
-    /// The metadata's training record, without the list of training keys.
-    pub training: serde_json::Value,
-    /// Training items the head records (by `text_key`), if it records them.
-    pub training_items_recorded: Option<usize>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct EvalReport {
-    pub manifest: PathBuf,
-    pub split: Option<String>,
-    pub text_from: &'static str,
-    pub threshold: f32,
-    pub context_s: f32,
-    pub items_total: usize,
-    pub items_scored: usize,
-    pub items_unlabelled: usize,
-    /// Items whose audio could not be opened (named in the log).
-    pub items_skipped: Vec<String>,
-    pub items_silent: usize,
-    pub rows: Vec<Row>,
-    pub agreement: Option<Agreement>,
-    pub heads: Vec<HeadInfo>,
-    pub models: BTreeMap<String, String>,
-    pub items: Vec<ItemResult>,
 }
 
 struct Scorer<'a> {

@@ -1,6 +1,8 @@
 //! The eval report as Markdown tables.
 
-use super::*;
+use super::configs::SERVED;
+use super::metrics::ECE_BINS;
+use super::report::EvalReport;
 
 pub(super) fn pct(x: f64) -> String {
     format!("{:.1}", 100.0 * x)

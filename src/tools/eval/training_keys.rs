@@ -1,7 +1,12 @@
 //! Which items a head was trained on (its `item_text_sha8` list), so eval can say where a
 //! view's figure is in-sample and score the rest out of fold.
 
-use super::*;
+use std::collections::{BTreeMap, HashSet};
+
+use sha2::{Digest, Sha256};
+
+use super::configs::SERVED;
+use super::item::ItemResult;
 
 /// The key under which heads record the items they were trained on: the first 8 hex
 /// digits of SHA-256 over the gold text lowercased, stripped of everything but letters,

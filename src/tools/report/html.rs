@@ -1,8 +1,14 @@
 //! The page itself: escaping, the timeline SVG, the latency, drops and transcript
 //! sections, and the inline style and script with their CSP hashes.
 
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use sha2::{Digest, Sha256};
+
+use super::events::{Gap, Utterance};
 use super::format::{clock, escape, score, score_colour};
-use super::*;
+use super::meeting::Meeting;
 
 pub(super) fn base64(bytes: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -621,7 +627,8 @@ pub(super) fn chip_style_hashes(body: &str) -> String {
 
 #[cfg(test)]
 mod pace_tests {
-    use super::super::{Meeting, RunStats};
+    use super::super::events::RunStats;
+    use super::super::meeting::Meeting;
     use super::pace_note;
 
     fn with_stats(audio_s: f64, wall_s: f64) -> Meeting {

@@ -4,8 +4,9 @@
 
 use std::fmt::Write as _;
 
+use super::events::Utterance;
 use super::format::{clock, escape, score, score_colour};
-use super::{Meeting, Utterance};
+use super::meeting::Meeting;
 
 /// How many lines the section lists.
 pub const TOP_MOMENTS: usize = 5;

@@ -1,7 +1,10 @@
 //! The `[asr]` section: which Whisper model, language, threads and streaming steps,
 //! checked before anything is loaded; and which model is cheaper (load shedding).
 
-use super::*;
+use serde::{Deserialize, Serialize};
+
+use super::urgency::Urgency;
+use crate::common::validate::{Problems, Validate};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]

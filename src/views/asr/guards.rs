@@ -1,6 +1,6 @@
 //! Hallucination guards and clean-up on Whisper's output.
 
-use super::*;
+use super::transcript::{AsrSegment, Transcript};
 
 /// Hallucination guards on Whisper output (the VAD gate in front is the first one).
 pub fn apply_guards(t: &mut Transcript, no_speech_threshold: f32) {

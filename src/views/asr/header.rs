@@ -7,7 +7,10 @@
 //! filters, vocabulary, each tensor's header and data) and refuses any size whisper.cpp
 //! would trust blindly, without reading the weights themselves.
 
-use super::*;
+use std::io::Read;
+use std::path::Path;
+
+use super::error::AsrError;
 use std::io::Seek;
 
 /// The fields of a ggml Whisper header we check before loading.

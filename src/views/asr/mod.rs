@@ -7,51 +7,34 @@
 //!
 //! Files: this one the shared model and the per-stream decoder; `config.rs` the `[asr]`
 //! section; `header.rs` the ggml header check; `native_log.rs` whisper.cpp's log and
-//! abort callbacks; `guards.rs` hallucination guards on the output.
+//! abort callbacks; `guards.rs` hallucination guards on the output; `error.rs` the
+//! error type; `transcript.rs` what a decode returns; `urgency.rs` who waits on one.
 
-use std::cell::Cell;
-use std::ffi::{c_char, c_void, CStr};
-use std::io::Read;
+use std::ffi::c_void;
 use std::path::{Path, PathBuf};
-use std::sync::Once;
 
-use serde::{Deserialize, Serialize};
-use thiserror::Error;
 use whisper_rs::{
     FullParams, SamplingStrategy, WhisperContext, WhisperContextParameters, WhisperState,
 };
 
-use crate::common::validate::{Problems, Validate};
 use crate::sources::audio::PIPELINE_RATE_HZ;
 
 mod config;
+mod error;
 mod guards;
 mod header;
 mod native_log;
 pub mod streaming;
+mod transcript;
+mod urgency;
 
 pub use config::*;
+pub use error::AsrError;
 pub use guards::*;
 pub use header::*;
 use native_log::*;
-
-#[derive(Debug, Error)]
-pub enum AsrError {
-    #[error("{path}: not a whisper.cpp ggml model: {reason}. Run `scripts/fetch-models.sh` to rebuild it")]
-    BadModel { path: PathBuf, reason: String },
-    #[error("{path}: whisper.cpp could not load the model ({source:?})")]
-    Load {
-        path: PathBuf,
-        source: whisper_rs::WhisperError,
-    },
-    #[error("whisper.cpp failed to transcribe {seconds:.2} s of audio: {source:?}")]
-    Transcribe {
-        seconds: f64,
-        source: whisper_rs::WhisperError,
-    },
-    #[error("audio for ASR contains a non-finite sample at index {0}")]
-    NonFinite(usize),
-}
+pub use transcript::{AsrSegment, AsrWord, Transcript};
+pub use urgency::Urgency;
 
 /// A loaded Whisper model, shared by all streams.
 pub struct AsrModel {
@@ -91,36 +74,6 @@ impl AsrModel {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AsrSegment {
-    /// Seconds from the start of the audio handed in.
-    pub start_s: f64,
-    pub end_s: f64,
-    pub text: String,
-    pub no_speech_prob: f32,
-    /// Words with their token ids (streaming decoding); only with `want_words`.
-    #[serde(skip)]
-    pub words: Vec<AsrWord>,
-}
-
-/// One word of a decode: text as Whisper wrote it (leading space included) and times
-/// from whisper.cpp's token timestamps (approximate: often a word late with tiny.en).
-#[derive(Debug, Clone, PartialEq)]
-pub struct AsrWord {
-    pub text: String,
-    pub start_s: f64,
-    pub end_s: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
-pub struct Transcript {
-    pub text: String,
-    pub language: String,
-    pub segments: Vec<AsrSegment>,
-    /// What the hallucination guards did, e.g. `no_speech`, `repetition_collapsed`.
-    pub guards: Vec<&'static str>,
-}
-
 /// Per-stream decoder state.
 pub struct AsrStream {
     state: WhisperState,
@@ -130,15 +83,6 @@ pub struct AsrStream {
     /// Token ids at or above this (end of text, start of transcript, timestamps...) are
     /// not text.
     first_special_token: i32,
-}
-
-/// Who waits on a decode; sets its thread count (`asr.threads` / `asr.final_threads`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Urgency {
-    /// Only captions: streaming steps during speech, interim text.
-    Captions,
-    /// An utterance event: its final transcript, or the speculative decode at a pause.
-    Event,
 }
 
 /// whisper.cpp refuses input shorter than 1 s; pad with a little margin.
@@ -362,6 +306,7 @@ impl AsrStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::validate::Validate;
 
     #[test]
     fn fallback_model_must_be_smaller_and_speak_the_language() {

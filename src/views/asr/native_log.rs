@@ -1,6 +1,8 @@
 //! whisper.cpp's log lines routed into `log`, and its abort callback.
 
-use super::*;
+use std::cell::Cell;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::Once;
 
 pub(super) static LOG_HOOKS: Once = Once::new();
 

@@ -29,7 +29,10 @@ use std::time::Instant;
 
 use crate::common::words::normalise_word;
 use crate::sources::audio::PIPELINE_RATE_HZ;
-use crate::views::asr::{AsrError, AsrSegment, AsrStream, AsrWord, Transcript, Urgency};
+use crate::views::asr::error::AsrError;
+use crate::views::asr::transcript::{AsrSegment, AsrWord, Transcript};
+use crate::views::asr::urgency::Urgency;
+use crate::views::asr::AsrStream;
 
 const RATE: f64 = PIPELINE_RATE_HZ as f64;
 

@@ -38,7 +38,8 @@ use std::sync::Arc;
 use rustfft::num_complex::Complex32;
 use rustfft::{Fft, FftPlanner};
 
-use super::{ProsodyConfig, ProsodyFrame};
+use super::config::ProsodyConfig;
+use super::frame::ProsodyFrame;
 
 /// Frames of look-ahead of the fixed-lag Viterbi tracker (adds 50 ms latency at a 10 ms hop).
 pub const SMOOTH_LOOKAHEAD: usize = 5;

@@ -1,6 +1,11 @@
 //! Device bytes (any sample format, channels, rate) to the pipeline's 16 kHz mono.
 
-use super::*;
+use cpal::SampleFormat;
+
+use super::devices::is_convertible;
+use crate::sources::audio::downmix::downmix_into;
+use crate::sources::audio::rate::PIPELINE_RATE_HZ;
+use crate::sources::audio::resample::{ResampleError, StreamResampler};
 
 /// Raw device bytes (native-endian samples of `format`, interleaved) to 16 kHz mono.
 pub struct FrameConverter {

@@ -1,7 +1,11 @@
 //! Which capture device and stream format: listing devices as `sarcasmd devices` numbers
 //! them, choosing one by index or name, and a config the converter can take to 16 kHz mono.
 
-use super::*;
+use cpal::traits::{DeviceTrait, HostTrait};
+use cpal::{ErrorKind, SampleFormat, SupportedStreamConfig, SupportedStreamConfigRange};
+
+use super::error::MicError;
+use crate::sources::audio::rate::validate_rate;
 
 /// An input device as `sarcasmd devices` numbers it.
 pub struct InputDevice {

@@ -12,75 +12,26 @@
 
 mod convert;
 mod devices;
+mod error;
 
 pub use convert::*;
 pub use devices::*;
+pub use error::MicError;
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cpal::traits::{DeviceTrait, HostTrait, StreamTrait};
-use cpal::{ErrorKind, SampleFormat, SupportedStreamConfig, SupportedStreamConfigRange};
+use cpal::ErrorKind;
 use ringbuf::traits::{Consumer, Observer, Producer, Split};
 use ringbuf::{HeapCons, HeapProd, HeapRb};
-use thiserror::Error;
 
+use super::error::AudioError;
 use super::live::Opener;
-use super::{
-    downmix_into, validate_rate, AudioError, AudioSource, ResampleError, StreamResampler,
-    PIPELINE_RATE_HZ,
-};
+use super::rate::PIPELINE_RATE_HZ;
+use super::source::AudioSource;
 use crate::common::drops::{DropCounters, DropCounts, DropReason, DropSource};
-use crate::common::error::BoxError;
-
-#[derive(Debug, Error)]
-pub enum MicError {
-    #[error("cannot list audio input devices: {source}")]
-    Enumerate {
-        #[source]
-        source: BoxError,
-    },
-    #[error("no default audio input device; plug in a microphone or set `source.device` (see `sarcasmd devices`)")]
-    NoDefault,
-    #[error("no audio input device matches \"{wanted}\" ({available}); set `source.device` to a name or index from `sarcasmd devices`")]
-    NotFound { wanted: String, available: String },
-    #[error("{device}: not available: {source} (no sound card, or it was unplugged; `arecord -l` lists the cards ALSA sees)")]
-    Unavailable {
-        device: String,
-        #[source]
-        source: BoxError,
-    },
-    #[error("{device}: offers no sample format sarcasmd can convert (it offers: {offered}); choose another device, e.g. an ALSA `plughw:` one")]
-    NoUsableFormat { device: String, offered: String },
-    #[error("{device}: refused {config}: {source} (it offers: {offered})")]
-    Refused {
-        device: String,
-        config: String,
-        #[source]
-        source: BoxError,
-        offered: String,
-    },
-    #[error("{device}: cannot start capture: {source}")]
-    Start {
-        device: String,
-        #[source]
-        source: BoxError,
-    },
-    #[error("{device}: {reason}")]
-    Stream { device: String, reason: String },
-    #[error("{device}: stalled: no audio from the device for {waited_ms} ms (limit `source.stall_timeout_ms` = {limit_ms})")]
-    Stalled {
-        device: String,
-        waited_ms: u64,
-        limit_ms: u64,
-    },
-    #[error("{device}: {source}")]
-    Resample {
-        device: String,
-        source: ResampleError,
-    },
-}
 
 /// Which device and how patient to be with it.
 #[derive(Debug, Clone, PartialEq)]
@@ -447,6 +398,7 @@ impl Opener for MicOpener {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cpal::{SampleFormat, SupportedStreamConfigRange};
 
     fn sine(rate: u32, secs: f32) -> Vec<f64> {
         (0..(rate as f32 * secs) as usize)

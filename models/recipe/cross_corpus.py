@@ -23,7 +23,8 @@ the training corpus's out-of-fold view probabilities with both classes weighted 
 (calibrated at a balanced prior), and
 applied to the unseen corpus's view probabilities as `sarcasmd eval` scored them. A view
 enters the shipped fusion only if adding it to text raises the fused macro-F1 on the
-unseen corpus in both directions. The shipped fusion head is then fitted on both corpora
+unseen corpus in both directions, the paired 95 % bootstrap interval of that gain lying
+above 0 in each (a gain within the noise does not count). The shipped fusion head is then fitted on both corpora
 with that rule (`weighted_views` in its metadata), and each direction is scored once more
 through `sarcasmd eval` with a head of the same rule fitted on the training corpus only
 (the "served" row, through the product).
@@ -33,6 +34,7 @@ through `sarcasmd eval` with a head of the same rule fitted on the training corp
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -196,11 +198,32 @@ def heads_dir(a, name, text_dir, audio_video, fusion, weighted, desc, train_rows
     return out
 
 
+def _eval_key(a, heads, man, extra):
+    """What an eval's result depends on: the daemon binary, every file of the heads
+    directory, the manifest and the extra arguments. A cached result is reused only under
+    the same key (keyed by name alone, a refitted head was scored with the old one's
+    cached output)."""
+    h = hashlib.sha256()
+    for path in [a.bin, man] + sorted(os.path.join(heads, f) for f in os.listdir(heads)):
+        h.update(os.path.basename(path).encode())
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    h.update("\0".join(extra).encode())
+    return h.hexdigest()[:16]
+
+
 def run_eval(a, heads, rows, name, extra=()):
     man = os.path.join(a.work, f"{name}.jsonl")
     write_jsonl(man, rows)
-    out = os.path.join(a.work, f"eval-{name}.json")
+    key = _eval_key(a, heads, man, extra)
+    out = os.path.join(a.work, f"eval-{name}-{key}.json")
     if not os.path.exists(out):
+        # Results of this eval under other keys are stale: keep the cache to one per name.
+        stale = re.compile(re.escape(f"eval-{name}") + r"(-[0-9a-f]{16})?\.json")
+        for old in os.listdir(a.work):
+            if stale.fullmatch(old):
+                os.remove(os.path.join(a.work, old))
         subprocess.run([a.bin, "eval", man, "--heads", heads, "--json", out + ".tmp", *extra],
                        check=True, capture_output=True, text=True)
         os.replace(out + ".tmp", out)
@@ -335,12 +358,16 @@ def main():
     report["cmpt419-speaker-independent"] = si
 
     # The rule: a view is weighted only if adding it to text raises the fused macro-F1 on
-    # the unseen corpus in both directions.
+    # the unseen corpus in both directions, with the paired 95 % interval of the gain above
+    # 0 (a gain inside the noise would let a few hundred clips move every served score).
     weighted = ["text"]
     for view, key in (("audio", "T+A"), ("video", "T+V")):
-        gains = [report[d]["fused"][key]["minus_T"]["F1"] for d in ("house-to-cmpt419", "cmpt419-to-house")]
-        report.setdefault("rule", {})[view] = {"gains": gains, "weighted": all(g > 0 for g in gains)}
-        if all(g > 0 for g in gains):
+        dirs_ = ("house-to-cmpt419", "cmpt419-to-house")
+        gains = [report[d]["fused"][key]["minus_T"]["F1"] for d in dirs_]
+        lows = [report[d]["fused"][key]["minus_T"]["ci"][0] for d in dirs_]
+        ok = all(lo > 0 for lo in lows)
+        report.setdefault("rule", {})[view] = {"gains": gains, "gain_ci_low": lows, "weighted": ok}
+        if ok:
             weighted.append(view)
     report["weighted_views"] = weighted
     print(f"weighted views: {weighted}", file=sys.stderr)
@@ -373,7 +400,7 @@ def main():
                              "(calibrated at a balanced prior); inputs [logit T, logit A, logit V, has T, has V] (flags "
                              "weight 0), views outside weighted_views masked",
                     "item_text_sha8": text_keys(house.have + clips.have)},
-                   {"cross_corpus": summary}, "2026-11-24")
+                   {"cross_corpus": summary}, "2026-11-27")
         path = os.path.join(a.heads, "fusion_head.json")
         with open(path) as f:
             meta = json.load(f)
@@ -447,8 +474,11 @@ def render(rep):
         out.append("")
     out.append("## The rule\n")
     for view, g in rep["rule"].items():
-        out.append(f"- {view}: fused macro-F1 minus text alone, House -> MUStARD++ {100 * g['gains'][0]:+.1f}, "
-                   f"MUStARD++ -> House {100 * g['gains'][1]:+.1f}: {'weighted' if g['weighted'] else 'no weight'}")
+        lows = g.get("gain_ci_low", [float("nan")] * 2)
+        out.append(f"- {view}: fused macro-F1 minus text alone, House -> MUStARD++ {100 * g['gains'][0]:+.1f} "
+                   f"(interval from {100 * lows[0]:+.1f}), MUStARD++ -> House {100 * g['gains'][1]:+.1f} "
+                   f"(from {100 * lows[1]:+.1f}): {'weighted' if g['weighted'] else 'no weight'} (weighted only "
+                   "when both intervals lie above 0)")
     out.append(f"\nShipped `weighted_views`: {rep['weighted_views']}.\n")
     return "\n".join(out) + "\n"
 

@@ -92,7 +92,13 @@ def choose(X, y, groups, kind, classes):
 def pearson(a, b):
     if np.std(a) == 0 or np.std(b) == 0:
         return None
-    return float(np.corrcoef(a, b)[0, 1])
+    return sig12(float(np.corrcoef(a, b)[0, 1]))
+
+
+def sig12(x):
+    """12 significant digits: the last ones of a mean or a correlation follow the machine's
+    summation order, and the written .json should not change with the CPU."""
+    return float(f"{x:.12g}")
 
 
 def export(path, sc, heads):
@@ -219,8 +225,9 @@ def main():
         y = Y[t]
         metrics[t] = {
             "n": len(y), "alpha_per_fold": chosen[t], "scale": list(REG_RANGE),
-            "oof": {"mae": float(np.abs(oof[t] - y).mean()), "pearson_r": pearson(oof[t], y)},
-            "mean_predictor": {"mae": float(np.abs(mean_pred[t] - y).mean()), "pearson_r": pearson(mean_pred[t], y)},
+            "oof": {"mae": sig12(float(np.abs(oof[t] - y).mean())), "pearson_r": pearson(oof[t], y)},
+            "mean_predictor": {"mae": sig12(float(np.abs(mean_pred[t] - y).mean())),
+                               "pearson_r": pearson(mean_pred[t], y)},
         }
 
     # --- shipped head: refit on all items, C / alpha by inner CV over all of them ------

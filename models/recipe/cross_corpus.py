@@ -31,6 +31,7 @@ through `sarcasmd eval` with a head of the same rule fitted on the training corp
 
   models/recipe/cross_corpus.sh [--ship]   # the wrapper: venv, build, manifests, this script
 """
+import functools
 import hashlib
 import json
 import os
@@ -198,17 +199,26 @@ def heads_dir(a, name, text_dir, audio_video, fusion, weighted, desc, train_rows
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _file_sha256(path):
+    """A file's digest; cached, since the ~180 MB daemon binary is part of every eval key."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def _eval_key(a, heads, man, extra):
     """What an eval's result depends on: the daemon binary, every file of the heads
     directory, the manifest and the extra arguments. A cached result is reused only under
     the same key (keyed by name alone, a refitted head was scored with the old one's
     cached output)."""
-    h = hashlib.sha256()
-    for path in [a.bin, man] + sorted(os.path.join(heads, f) for f in os.listdir(heads)):
+    h = hashlib.sha256(_file_sha256(a.bin).encode())
+    for path in [man] + sorted(os.path.join(heads, f) for f in os.listdir(heads)):
         h.update(os.path.basename(path).encode())
         with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
+            h.update(f.read())
     h.update("\0".join(extra).encode())
     return h.hexdigest()[:16]
 

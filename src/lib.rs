@@ -11,7 +11,8 @@
 //!   video files ([`sources::video`]): samples, frames and gaps, every drop counted.
 //! - [`views`]: what an utterance becomes: segmentation ([`views::vad`]), the transcript
 //!   ([`views::asr`], streaming while it is spoken), prosody, the sentence embedding,
-//!   faces, the trained heads that score each view, their [`views::fusion`], the extras.
+//!   faces, the trained heads that score each view, their [`views::fusion`], the extras,
+//!   and the [`views::room`] head: corrections from the room, kept and applied on top.
 //! - [`sinks`]: where results go: the event schema and JSON-lines stream
 //!   ([`sinks::event`]), captions, the HTTP overlay and `/metrics`, MQTT.
 //! - [`config`]: the one TOML file, every stage's section parsed and validated, and the

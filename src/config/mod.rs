@@ -16,6 +16,7 @@ use crate::sinks::mqtt::MqttConfig;
 use crate::views::asr::AsrConfig;
 use crate::views::fusion::FusionConfig;
 use crate::views::prosody::ProsodyConfig;
+use crate::views::room::RoomConfig;
 use crate::views::text::TextConfig;
 use crate::views::vad::SegmentConfig;
 use crate::views::vision::VisionConfig;
@@ -61,6 +62,7 @@ pub struct Config {
     pub mqtt: MqttConfig,
     pub budget: BudgetConfig,
     pub vision: VisionConfig,
+    pub room: RoomConfig,
     /// The file this config was loaded from (not a key): an input like any other, so no
     /// output may name it (`crate::daemon::preflight`).
     #[serde(skip)]
@@ -387,6 +389,7 @@ impl Config {
         self.text.check(problems);
         self.fusion.check(problems);
         self.vision.check(problems);
+        self.room.check(problems);
         if self.budget.event_latency_ms > 600_000 {
             problems.push(
                 "budget.event_latency_ms",

@@ -1,0 +1,430 @@
+//! Learning from the room: corrections from the people in it ("not sarcastic" on a
+//! flagged line), kept on the device and applied on top of the shipped heads.
+//!
+//! Flow: fusion -> [`Room::apply`] (the [`head::RoomHead`] may lower the score, and the
+//! event is remembered) -> sinks. A correction arrives by HTTP, MQTT or the CLI and
+//! names an event by its `id` ([`Room::correct`]); it is appended to the
+//! [`store::CorrectionStore`] (synced before it is confirmed), and a new head is built
+//! from the store and swapped in. The pipeline never waits for that: it reads the
+//! current head under a read lock, and the file is written on the caller's thread.
+//!
+//! Files: `config.rs` the `[room]` section; `label.rs` the labels; `error.rs` the
+//! refusals; `store.rs` the file; `head.rs` what a correction does to later scores;
+//! `recent.rs` the events a correction may name.
+
+pub mod config;
+pub mod error;
+pub mod head;
+pub mod label;
+pub mod recent;
+pub mod store;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::Serialize;
+
+use crate::common::lock::LockOrRecover;
+
+pub use config::RoomConfig;
+pub use error::RoomError;
+pub use head::{Adjusted, RoomHead};
+pub use label::Label;
+pub use recent::Seen;
+pub use store::{Correction, CorrectionStore};
+
+use recent::RecentEvents;
+
+/// The room head's name in each event's `models` (with its count of corrections).
+pub const ROOM_HEAD_NAME: &str = "room-mute-v1";
+
+/// The room head's name with its count of corrections, for an event's `models`.
+pub fn head_label(corrections: usize) -> String {
+    format!("{ROOM_HEAD_NAME} ({corrections} corrections)")
+}
+
+/// What a correction did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Recorded {
+    /// `recorded`, or `unchanged` when the event already had this label.
+    pub status: &'static str,
+    pub correction: u64,
+    pub event: u64,
+    pub label: Label,
+    /// Corrections the room head holds now.
+    pub corrections: usize,
+}
+
+/// Counts for `/metrics` (they outlive a stream, as the room does).
+#[derive(Debug, Default)]
+pub struct RoomCounts {
+    pub sarcastic: AtomicU64,
+    pub not_sarcastic: AtomicU64,
+    pub refits: AtomicU64,
+    pub muted: AtomicU64,
+    pub refused: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+/// The counts read at once.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RoomStats {
+    pub corrections_held: u64,
+    pub sarcastic: u64,
+    pub not_sarcastic: u64,
+    pub refused: BTreeMap<&'static str, u64>,
+    pub refits: u64,
+    pub muted: u64,
+    pub dropped: u64,
+    pub lines_skipped: u64,
+}
+
+pub struct Room {
+    cfg: RoomConfig,
+    /// Keep transcripts in the store (`room.keep_transcripts` and transcripts on).
+    keep_transcripts: bool,
+    /// Which text encoder the engine runs (`models.text_encoder`).
+    text_encoder: Mutex<Option<String>>,
+    store: Mutex<CorrectionStore>,
+    head: RwLock<Arc<RoomHead>>,
+    recent: Mutex<RecentEvents>,
+    counts: RoomCounts,
+}
+
+impl std::fmt::Debug for Room {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Room")
+            .field("store", &self.cfg.store)
+            .finish()
+    }
+}
+
+impl Room {
+    /// Opens the store (creating it) and builds the head from what it holds.
+    pub fn open(
+        cfg: &RoomConfig,
+        keep_transcripts: bool,
+        text_encoder: Option<String>,
+    ) -> Result<Self, RoomError> {
+        let store = CorrectionStore::open(&cfg.store, cfg.max_corrections)?;
+        let head = RoomHead::fit(
+            store.corrections(),
+            cfg.mute_cosine,
+            text_encoder.as_deref(),
+        );
+        if head.stale > 0 {
+            log::warn!(
+                "room: {} corrections were made with another text encoder and are not applied",
+                head.stale
+            );
+        }
+        log::info!(
+            "room: {} corrections from {} ({} applied)",
+            store.corrections().len(),
+            cfg.store.display(),
+            head.len()
+        );
+        Ok(Self {
+            cfg: cfg.clone(),
+            keep_transcripts: keep_transcripts && cfg.keep_transcripts,
+            text_encoder: Mutex::new(text_encoder),
+            store: Mutex::new(store),
+            head: RwLock::new(Arc::new(head)),
+            recent: Mutex::new(RecentEvents::new(cfg.recent_events)),
+            counts: RoomCounts::default(),
+        })
+    }
+
+    pub fn config(&self) -> &RoomConfig {
+        &self.cfg
+    }
+
+    /// The engine's text encoder, once it is loaded: the head is rebuilt without the
+    /// corrections another encoder made.
+    pub fn set_text_encoder(&self, name: Option<String>) {
+        let mut now = self.text_encoder.lock_or_recover();
+        if *now != name {
+            *now = name;
+            drop(now);
+            let store = self.store.lock_or_recover();
+            self.refit(&store);
+        }
+    }
+
+    /// A new stream starts: its event ids start again, so the old ones cannot be named.
+    pub fn new_stream(&self) {
+        self.recent.lock_or_recover().clear();
+    }
+
+    fn current(&self) -> Arc<RoomHead> {
+        self.head.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// `room-mute-v1 (N corrections)`, for the event's `models`.
+    pub fn label(&self) -> String {
+        head_label(self.current().len())
+    }
+
+    /// Scores one event through the room head and remembers it (`seen.p` is the shipped
+    /// score on the way in); also how many corrections the head that scored it held.
+    pub fn apply(&self, mut seen: Seen) -> (Adjusted, usize) {
+        let head = self.current();
+        let a = match &seen.embedding {
+            Some(e) => head.adjust(e, seen.p_shipped, seen.threshold),
+            None => Adjusted {
+                p: seen.p_shipped,
+                muted_by: None,
+            },
+        };
+        if a.muted_by.is_some() {
+            self.counts.muted.fetch_add(1, Ordering::Relaxed);
+        }
+        seen.p = a.p;
+        if !self.keep_transcripts {
+            seen.transcript = None;
+        }
+        self.recent.lock_or_recover().push(seen);
+        (a, head.len())
+    }
+
+    /// A correction of event `id` (`None`: the newest flagged one) from `source`.
+    pub fn correct(
+        &self,
+        id: Option<u64>,
+        label: Label,
+        source: &str,
+    ) -> Result<Recorded, RoomError> {
+        let r = self.correct_inner(id, label, source);
+        if let Err(e) = &r {
+            self.count_refused(e.reason());
+        }
+        r
+    }
+
+    /// A correction refused before it reached [`Room::correct`] (bad input, no token).
+    pub fn count_refused(&self, reason: &'static str) {
+        *self
+            .counts
+            .refused
+            .lock_or_recover()
+            .entry(reason)
+            .or_default() += 1;
+    }
+
+    fn correct_inner(
+        &self,
+        id: Option<u64>,
+        label: Label,
+        source: &str,
+    ) -> Result<Recorded, RoomError> {
+        // What the event was, taken out of the cache without holding it during the write.
+        let (id, c) = {
+            let mut recent = self.recent.lock_or_recover();
+            let id = match id {
+                Some(id) => id,
+                None => recent.last_flagged().ok_or(RoomError::NothingFlagged)?,
+            };
+            let (kept, held) = (recent.cap(), recent.held());
+            let h = recent
+                .get_mut(id)
+                .ok_or(RoomError::UnknownEvent { id, kept, held })?;
+            if let Some(by) = h.revised_by {
+                return Err(RoomError::Revised { id, by });
+            }
+            match h.corrected {
+                Some((l, seq)) if l == label => {
+                    return Ok(Recorded {
+                        status: "unchanged",
+                        correction: seq,
+                        event: id,
+                        label,
+                        corrections: self.current().len(),
+                    })
+                }
+                Some((l, seq)) => {
+                    return Err(RoomError::AlreadyCorrected {
+                        id,
+                        label: l.as_str(),
+                        seq,
+                    })
+                }
+                None => {}
+            }
+            let e = h
+                .seen
+                .embedding
+                .clone()
+                .ok_or(RoomError::NoEmbedding { id })?;
+            let c = Correction {
+                v: store::STORE_VERSION,
+                seq: 0,
+                at_unix_ms: store::now_unix_ms(),
+                source: source.to_string(),
+                event_id: id,
+                label,
+                p_shipped: h.seen.p_shipped,
+                threshold: h.seen.threshold,
+                text_embedding: e,
+                prosody: h.seen.prosody.clone(),
+                models: h.seen.models.clone(),
+                transcript: h.seen.transcript.clone(),
+            };
+            (id, c)
+        };
+        let (seq, corrections) = {
+            let mut store = self.store.lock_or_recover();
+            let c = store.add(c)?;
+            self.refit(&store);
+            self.counts.refits.fetch_add(1, Ordering::Relaxed);
+            (c.seq, store.corrections().len())
+        };
+        if let Some(h) = self.recent.lock_or_recover().get_mut(id) {
+            h.corrected = Some((label, seq));
+        }
+        match label {
+            Label::Sarcastic => &self.counts.sarcastic,
+            Label::NotSarcastic => &self.counts.not_sarcastic,
+        }
+        .fetch_add(1, Ordering::Relaxed);
+        log::info!("room: event {id} corrected as {label} by {source} (correction {seq}, {corrections} held)");
+        Ok(Recorded {
+            status: "recorded",
+            correction: seq,
+            event: id,
+            label,
+            corrections,
+        })
+    }
+
+    /// Builds the head from the store and swaps it in (readers keep the old one until
+    /// they next ask).
+    fn refit(&self, store: &CorrectionStore) {
+        let encoder = self.text_encoder.lock_or_recover().clone();
+        let head = RoomHead::fit(
+            store.corrections(),
+            self.cfg.mute_cosine,
+            encoder.as_deref(),
+        );
+        if head.stale > 0 {
+            log::warn!(
+                "room: {} corrections were made with another text encoder and are not applied",
+                head.stale
+            );
+        }
+        *self.head.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(head);
+    }
+
+    pub fn stats(&self) -> RoomStats {
+        let (held, dropped, skipped) = {
+            let s = self.store.lock_or_recover();
+            (s.corrections().len() as u64, s.dropped, s.skipped_lines)
+        };
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        RoomStats {
+            corrections_held: held,
+            sarcastic: get(&self.counts.sarcastic),
+            not_sarcastic: get(&self.counts.not_sarcastic),
+            refused: self.counts.refused.lock_or_recover().clone(),
+            refits: get(&self.counts.refits),
+            muted: get(&self.counts.muted),
+            dropped,
+            lines_skipped: skipped,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn room(dir: &std::path::Path) -> Room {
+        let cfg = RoomConfig {
+            enabled: true,
+            store: dir.join("c.jsonl"),
+            recent_events: 4,
+            keep_transcripts: true,
+            ..Default::default()
+        };
+        Room::open(&cfg, true, Some("enc".into())).unwrap()
+    }
+
+    fn seen(id: u64, e: &[f32], p: f32) -> Seen {
+        Seen {
+            id,
+            revises: None,
+            p_shipped: p,
+            p,
+            threshold: 0.5,
+            embedding: Some(e.to_vec()),
+            prosody: vec![0.5],
+            models: BTreeMap::from([("text_encoder".to_string(), "enc".to_string())]),
+            transcript: Some("Great.".into()),
+        }
+    }
+
+    #[test]
+    fn a_rejected_line_mutes_its_repeat_across_a_reopen_and_refusals_say_why() {
+        let d = tempfile::tempdir().unwrap();
+        let r = room(d.path());
+        assert_eq!(r.apply(seen(1, &[1.0, 0.0], 0.8)).0.p, 0.8);
+        let got = r.correct(Some(1), Label::NotSarcastic, "test").unwrap();
+        assert_eq!(
+            (got.status, got.correction, got.corrections),
+            ("recorded", 1, 1)
+        );
+        assert_eq!(
+            r.correct(Some(1), Label::NotSarcastic, "test")
+                .unwrap()
+                .status,
+            "unchanged"
+        );
+        assert!(matches!(
+            r.correct(Some(1), Label::Sarcastic, "test"),
+            Err(RoomError::AlreadyCorrected { seq: 1, .. })
+        ));
+        let (a, n) = r.apply(seen(2, &[1.0, 0.01], 0.8));
+        assert_eq!(n, 1);
+        assert!(a.p < 0.5 && a.muted_by == Some(1), "{a:?}");
+        let e = r.correct(Some(99), Label::Sarcastic, "test").unwrap_err();
+        assert_eq!((e.status(), e.reason()), (404, "unknown_event"));
+        assert!(e.to_string().contains("ids 1-2"), "{e}");
+        let mut none = seen(3, &[1.0], 0.8);
+        none.embedding = None;
+        r.apply(none);
+        assert_eq!(
+            r.correct(Some(3), Label::Sarcastic, "t")
+                .unwrap_err()
+                .status(),
+            409
+        );
+        assert_eq!(r.stats().refused.get("unknown_event"), Some(&1));
+        assert_eq!(r.stats().muted, 1);
+
+        // A restart keeps it.
+        let r2 = room(d.path());
+        assert!(r2.apply(seen(1, &[1.0, 0.0], 0.9)).0.p < 0.5);
+        assert_eq!(r2.label(), "room-mute-v1 (1 corrections)");
+        let store = r2.store.lock_or_recover();
+        let c = &store.corrections()[0];
+        assert_eq!(
+            (c.prosody.as_slice(), c.transcript.as_deref()),
+            (&[0.5f32][..], Some("Great."))
+        );
+    }
+
+    #[test]
+    fn the_last_flagged_event_is_the_default_target() {
+        let d = tempfile::tempdir().unwrap();
+        let r = room(d.path());
+        assert!(matches!(
+            r.correct(None, Label::NotSarcastic, "mqtt"),
+            Err(RoomError::NothingFlagged)
+        ));
+        r.apply(seen(1, &[1.0, 0.0], 0.8));
+        r.apply(seen(2, &[0.0, 1.0], 0.2));
+        assert_eq!(
+            r.correct(None, Label::NotSarcastic, "mqtt").unwrap().event,
+            1
+        );
+    }
+}

@@ -18,7 +18,8 @@ fn start(cfg: HttpConfig, captions: CaptionsConfig) -> (HttpServer, std::sync::A
         ..cfg
     };
     let hub = Hub::new(&cfg, "test");
-    let server = HttpServer::start(&cfg, hub.clone(), None, &captions).expect("listener starts");
+    let server =
+        HttpServer::start(&cfg, hub.clone(), None, &captions, None).expect("listener starts");
     (server, hub)
 }
 

@@ -240,6 +240,7 @@ fn utterance(
         asr_segments: Vec::new(),
         asr_guards: Vec::new(),
         extras: None,
+        room: None,
         features: None,
     }
 }

@@ -36,6 +36,7 @@ use crate::sinks::file::{EventsFile, SharedEventsFile};
 use crate::sinks::mqtt::{MqttConfig, MqttSink};
 use crate::sinks::SinkSet;
 use crate::sources::audio::{AudioError, AudioSource};
+use crate::views::room::{Room, RoomConfig};
 
 /// Where [`Daemon::builder`] starts.
 pub struct Daemon;
@@ -57,6 +58,7 @@ impl Daemon {
             events_file: None,
             events_lost: Vec::new(),
             mqtt: None,
+            room: None,
             streams: 0,
         }
     }
@@ -99,6 +101,9 @@ pub struct DaemonBuilder {
     /// The MQTT sink, kept across reloads while `[mqtt]` stays the same, so that events
     /// it holds for a broker that is down or stalled at a reload are not dropped.
     mqtt: Option<(MqttConfig, Arc<MqttSink>)>,
+    /// The room head and its store, kept across reloads while `[room]` stays the same
+    /// (the events a correction may name are forgotten at each new stream).
+    room: Option<(RoomConfig, Arc<Room>)>,
     /// Streams run so far (for the per-stream summary in the log).
     streams: u64,
 }
@@ -387,6 +392,23 @@ impl DaemonBuilder {
         }
     }
 
+    /// The room for `cfg` (`None` with `[room]` off), and whether it is the previous
+    /// stream's (kept while `[room]` is the same).
+    fn room_for(&mut self, cfg: &Config) -> Result<(Option<Arc<Room>>, bool), DaemonError> {
+        if !cfg.room.enabled {
+            let kept = self.room.take().is_none();
+            return Ok((None, kept));
+        }
+        match &self.room {
+            Some((c, r)) if *c == cfg.room => Ok((Some(r.clone()), true)),
+            _ => {
+                let r = Arc::new(Room::open(&cfg.room, cfg.output.include_transcript, None)?);
+                self.room = Some((cfg.room.clone(), r.clone()));
+                Ok((Some(r), false))
+            }
+        }
+    }
+
     /// The build step of one stream on `cfg`, after the config was parsed and validated:
     /// check it against this machine (preflight), open the source, start the outputs,
     /// load the models (once, unless an engine was given) and assemble the sinks.
@@ -404,15 +426,17 @@ impl DaemonBuilder {
             }
         };
         log::info!("source: {}", source.describe());
+        let (room, room_kept) = self.room_for(cfg)?;
         let kept = match self.mqtt.take() {
-            Some((c, m)) if cfg.mqtt.enabled && c == cfg.mqtt => Some(m),
+            // The sink holds the room it hands corrections to: a new room, a new sink.
+            Some((c, m)) if cfg.mqtt.enabled && c == cfg.mqtt && room_kept => Some(m),
             Some((_, m)) => {
                 stop_mqtt(m, Duration::from_secs(2));
                 None
             }
             None => None,
         };
-        let outputs = Outputs::start(cfg, kept)?;
+        let outputs = Outputs::start(cfg, kept, room.clone())?;
         if let Some(m) = mic_counters {
             outputs.counters.drops.attach(m);
         }
@@ -428,6 +452,11 @@ impl DaemonBuilder {
         );
         if let Some(m) = &outputs.metrics {
             m.set_model_load_seconds(engine.load_ms / 1000.0);
+        }
+        if let Some(r) = &room {
+            // Corrections made with another text encoder cannot be compared with this one's.
+            r.set_text_encoder(engine.models.get("text_encoder").cloned());
+            r.new_stream();
         }
         let primary: Box<dyn EventSink> = match &self.sink {
             Some(s) => Box::new(s.clone()),
@@ -468,6 +497,8 @@ impl DaemonBuilder {
         ));
         let opts = RunOptions {
             realtime,
+            // The room head compares text embeddings and stores prosody.
+            with_features: outputs.room.is_some(),
             stop,
             counters: outputs.counters.clone(),
             ..Default::default()

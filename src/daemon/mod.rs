@@ -40,6 +40,7 @@ use crate::sources::video::{
     CameraOpener, CameraOptions, FileVideoOptions, FileVideoSource, FrameSource,
     ReconnectingFrameSource, VideoError, MAX_FPS,
 };
+use crate::views::room::Room;
 use crate::views::vision::VisionSourceConfig;
 
 #[derive(Debug, Error)]
@@ -56,6 +57,8 @@ pub enum DaemonError {
     Http(#[from] HttpError),
     #[error(transparent)]
     Mqtt(#[from] MqttError),
+    #[error(transparent)]
+    Room(#[from] crate::views::room::RoomError),
     #[error(transparent)]
     Manifest(#[from] crate::tools::manifest::ManifestError),
     #[error(transparent)]
@@ -227,12 +230,17 @@ struct Outputs {
     hub: Option<Arc<Hub>>,
     server: Option<HttpServer>,
     mqtt: Option<Arc<MqttSink>>,
+    room: Option<Arc<Room>>,
 }
 
 impl Outputs {
     /// `kept`: the MQTT sink of the previous stream, when a reload left `[mqtt]` as it
     /// was (see [`stop_mqtt`] for the end of one).
-    fn start(cfg: &Config, kept: Option<Arc<MqttSink>>) -> Result<Self, DaemonError> {
+    fn start(
+        cfg: &Config,
+        kept: Option<Arc<MqttSink>>,
+        room: Option<Arc<Room>>,
+    ) -> Result<Self, DaemonError> {
         let counters = Arc::new(Counters::default());
         let device = cfg.mqtt.device_id();
         let (mut metrics, mut hub, mut server) = (None, None, None);
@@ -250,12 +258,16 @@ impl Outputs {
             counters.drops.attach(h.clone());
             if let Some(m) = &m {
                 m.attach_hub(h.clone());
+                if let Some(r) = &room {
+                    m.attach_room(r.clone());
+                }
             }
             server = Some(HttpServer::start(
                 &cfg.http,
                 h.clone(),
                 m.clone(),
                 &cfg.captions,
+                room.clone(),
             )?);
             metrics = m;
             hub = Some(h);
@@ -269,7 +281,7 @@ impl Outputs {
                 Some(m)
             }
             None if cfg.mqtt.enabled => {
-                let m = MqttSink::start(&cfg.mqtt)?;
+                let m = MqttSink::start_with(&cfg.mqtt, room.clone())?;
                 counters.drops.attach(m.drop_source());
                 Some(Arc::new(m))
             }
@@ -281,6 +293,7 @@ impl Outputs {
             hub,
             server,
             mqtt,
+            room,
         })
     }
 
@@ -311,6 +324,9 @@ impl Outputs {
         }
         if let Some(m) = &self.metrics {
             set = set.with_metrics(m.clone());
+        }
+        if let Some(r) = &self.room {
+            set = set.with_room(r.clone());
         }
         Ok(set)
     }

@@ -88,6 +88,9 @@ fn check_with(cfg: &Config, outputs: Outputs) -> Result<(), PreflightError> {
             config.add(output_file(field, p, outputs));
         }
     }
+    if cfg.room.enabled {
+        config.add(room_store(&cfg.room.store));
+    }
     config.extend(outputs_not_inputs(cfg));
     if cfg.http.enabled {
         if let Some(p) = &cfg.http.token_file {
@@ -136,6 +139,9 @@ fn output_paths(cfg: &Config) -> Vec<(&'static str, &Path)> {
         if let Some(p) = p {
             out.push((field, p.as_path()));
         }
+    }
+    if cfg.room.enabled {
+        out.push(("room.store", cfg.room.store.as_path()));
     }
     out
 }
@@ -222,6 +228,41 @@ fn input_file(field: &'static str, path: &Path) -> Result<(), FieldError> {
         .map_err(|e| FieldError::new(field, format!("{}: {e}", path.display())))
 }
 
+/// The corrections file: an existing one is a regular file we can write; a missing one
+/// (and its missing directories) can be created: its nearest existing ancestor is a
+/// directory this user may write to. Nothing is created here.
+fn room_store(path: &Path) -> Result<(), FieldError> {
+    let field = |why: String| FieldError::new("room.store", format!("{}: {why}", path.display()));
+    if path.exists() {
+        return file_kind::writable_output(path).map_err(|e| {
+            field(format!(
+                "{e} (the corrections file must be a regular file the daemon can write)"
+            ))
+        });
+    }
+    let mut dir = path.parent();
+    while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty() && !d.exists()) {
+        dir = d.parent();
+    }
+    let dir = dir
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(field(format!("{} is not a directory", dir.display())));
+    }
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| field("the path holds a NUL byte".into()))?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+        return Err(field(format!(
+            "cannot create it: {} is not writable by this user ({})",
+            dir.display(),
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
+}
+
 fn output_file(field: &'static str, path: &Path, outputs: Outputs) -> Result<(), FieldError> {
     file_kind::writable_output(path).or_else(|e| {
         if outputs == Outputs::WaitForMissingDirectory && e.kind() == std::io::ErrorKind::NotFound {
@@ -252,4 +293,21 @@ fn models(cfg: &Config, verify: bool) -> Result<(), FieldError> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_room_store_may_be_missing_with_its_directories_but_not_a_directory() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(room_store(&d.path().join("a/b/corrections.jsonl")).is_ok());
+        let e = room_store(d.path()).unwrap_err();
+        assert_eq!(e.field, "room.store");
+        let file = d.path().join("plain");
+        std::fs::write(&file, "").unwrap();
+        let e = room_store(&file.join("below.jsonl")).unwrap_err();
+        assert!(e.reason.contains("is not a directory"), "{}", e.reason);
+    }
 }

@@ -552,6 +552,7 @@ mod tests {
                 .collect(),
             asr_guards: vec![],
             extras: None,
+            room: None,
             features: None,
         }
     }

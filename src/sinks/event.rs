@@ -96,9 +96,25 @@ pub struct UtteranceEvent {
     /// embedding; null without a text view score (no transcript, text view off or shed)
     /// or without an extras head in the heads dir.
     pub extras: Option<Extras>,
+    /// What the room head did (`[room]` enabled only; absent otherwise, so events of a
+    /// daemon without it are as before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub room: Option<RoomNote>,
     /// Feature vectors, only when requested (`sarcasmd features`); not serialised.
     #[serde(skip)]
     pub features: Option<UtteranceFeatures>,
+}
+
+/// The room head's part in an event's score (`crate::views::room`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoomNote {
+    /// The score from the shipped heads, before the room head.
+    pub p_shipped: f32,
+    /// The correction (`sarcasmd feedback --list`) whose line muted this one: scored
+    /// just below the threshold because the room marked a near-duplicate not sarcastic.
+    pub muted_by: Option<u64>,
+    /// Corrections the room head held when it scored this event.
+    pub corrections: usize,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

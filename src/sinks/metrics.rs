@@ -25,6 +25,7 @@ use crate::common::counters::Counters;
 use crate::common::counts::{InMetrics, FAMILIES};
 use crate::common::drops::{DropCounts, DropReason, MetricFamily};
 use crate::sinks::event::UtteranceEvent;
+use crate::views::room::{Room, RoomStats};
 use serde::Serialize;
 
 /// What the HTTP listener reports to `/metrics` (its hub implements it), so that
@@ -111,6 +112,7 @@ struct LiveCollector {
     counters: Arc<Counters>,
     hub: OnceLock<Arc<dyn ListenerStats>>,
     mqtt: Mutex<Option<MqttStats>>,
+    room: OnceLock<Arc<Room>>,
     model_load_s: Mutex<Option<f64>>,
     started: std::time::Instant,
 }
@@ -150,6 +152,7 @@ impl Metrics {
             counters,
             hub: OnceLock::new(),
             mqtt: Mutex::new(None),
+            room: OnceLock::new(),
             model_load_s: Mutex::new(None),
             started: std::time::Instant::now(),
         });
@@ -166,6 +169,11 @@ impl Metrics {
 
     pub fn attach_hub(&self, hub: Arc<dyn ListenerStats>) {
         let _ = self.live.hub.set(hub);
+    }
+
+    /// The room head's corrections and refits (`[room]` enabled).
+    pub fn attach_room(&self, room: Arc<Room>) {
+        let _ = self.live.room.set(room);
     }
 
     pub fn set_model_load_seconds(&self, s: f64) {
@@ -285,6 +293,61 @@ pub(crate) fn encode_drops(enc: &mut DescriptorEncoder, counts: &DropCounts) -> 
         family(enc, name, fam.help(), MetricType::Counter, label, &items)?;
     }
     Ok(())
+}
+
+/// The room head: corrections held, taken by label, refused by reason, refits, events
+/// it muted, and what its store dropped or skipped.
+fn encode_room(enc: &mut DescriptorEncoder, r: &RoomStats) -> fmt::Result {
+    gauge(
+        enc,
+        "room_corrections_held",
+        "Corrections the room head holds (room.store)",
+        r.corrections_held as f64,
+    )?;
+    family(
+        enc,
+        "room_corrections",
+        "Corrections recorded since start, by label",
+        MetricType::Counter,
+        "label",
+        &[
+            ("sarcastic", r.sarcastic as f64),
+            ("not_sarcastic", r.not_sarcastic as f64),
+        ],
+    )?;
+    let refused: Vec<(&str, f64)> = r.refused.iter().map(|(k, v)| (*k, *v as f64)).collect();
+    family(
+        enc,
+        "room_corrections_refused",
+        "Corrections refused, by reason (unknown_event: no longer held; revised; already_corrected; no_text_view; bad_label, bad_body, bad_id; no_token; disabled; store: the file could not be written)",
+        MetricType::Counter,
+        "reason",
+        &refused,
+    )?;
+    counter(
+        enc,
+        "room_refits",
+        "Room heads rebuilt and swapped in after a correction",
+        r.refits,
+    )?;
+    counter(
+        enc,
+        "room_muted_events",
+        "Events scored just below the threshold because the room marked a near-duplicate not sarcastic",
+        r.muted,
+    )?;
+    counter(
+        enc,
+        "room_corrections_dropped",
+        "Oldest corrections dropped from the store at room.max_corrections",
+        r.dropped,
+    )?;
+    counter(
+        enc,
+        "room_store_lines_skipped",
+        "Lines of the corrections file skipped when read (torn by a power cut, unreadable, or from a newer version)",
+        r.lines_skipped,
+    )
 }
 
 /// Resident set size now, from `/proc/self/statm` (pages).
@@ -492,6 +555,9 @@ impl Collector for LiveCollector {
                 "MQTT connect attempts after a lost connection or a failed connect",
                 m.reconnect_attempts,
             )?;
+        }
+        if let Some(r) = self.room.get() {
+            encode_room(&mut enc, &r.stats())?;
         }
         if let Some(s) = *self.model_load_s.lock_or_recover() {
             gauge(

@@ -103,6 +103,7 @@ pub fn utterance_event(a: Analysed) -> UtteranceEvent {
         },
         asr_guards: asr.transcript.guards,
         extras: text.extras,
+        room: None,
         features: with_features.then_some(UtteranceFeatures {
             text_embedding: text.embedding,
             prosody: audio.functionals,

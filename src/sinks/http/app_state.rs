@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use super::host_rule::HostRule;
 use super::hub::Hub;
 use crate::sinks::metrics::Metrics;
+use crate::views::room::Room;
 
 #[derive(Clone)]
 pub(super) struct AppState {
@@ -22,4 +23,6 @@ pub(super) struct AppState {
     pub(super) token: Option<Arc<str>>,
     pub(super) hosts: Arc<HostRule>,
     pub(super) shutdown: watch::Receiver<bool>,
+    /// Where corrections go (`[room]` enabled).
+    pub(super) room: Option<Arc<Room>>,
 }

@@ -1,6 +1,7 @@
 //! The daemon's HTTP listener: the browser caption overlay (`/`), live events as
 //! Server-Sent Events (`/events`), Prometheus metrics (`/metrics`), the live caption
-//! files (`/captions.vtt`, `/captions.srt`) and a health check (`/healthz`).
+//! files (`/captions.vtt`, `/captions.srt`), corrections (`POST /events/{id}/feedback`,
+//! only with a token) and a health check (`/healthz`).
 //!
 //! Security: it binds to loopback by default; any other address is refused at config
 //! validation unless a bearer token is configured, and then every route but `/healthz`
@@ -35,8 +36,9 @@
 //! Files: this one the server (listener, connection limits, router); `config.rs` the
 //! `[http]` section; `hub.rs` what clients are sent; `host_rule.rs` the host rule;
 //! `access.rs` the checks run on each request (one `Host`, the host rule, the token);
-//! `app_state.rs` what the handlers are given; `handlers.rs` the routes; `slots.rs` the
-//! connection slots; `error.rs` the error type.
+//! `app_state.rs` what the handlers are given; `handlers.rs` the routes; `feedback.rs`
+//! corrections of events (`POST /events/{id}/feedback`); `slots.rs` the connection
+//! slots; `error.rs` the error type.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -45,7 +47,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::middleware;
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::watch;
@@ -53,6 +55,7 @@ use tower::ServiceExt;
 
 use crate::sinks::captions::CaptionsConfig;
 use crate::sinks::metrics::Metrics;
+use crate::views::room::Room;
 
 /// Descriptors the daemon needs besides HTTP connections (models, sockets, pipes).
 const OTHER_FDS: u64 = 128;
@@ -61,6 +64,7 @@ mod access;
 mod app_state;
 mod config;
 mod error;
+mod feedback;
 mod handlers;
 mod host_rule;
 mod hub;
@@ -90,6 +94,7 @@ impl HttpServer {
         hub: Arc<Hub>,
         metrics: Option<Arc<Metrics>>,
         captions: &CaptionsConfig,
+        room: Option<Arc<Room>>,
     ) -> Result<Self, HttpError> {
         let addr = cfg.bind_addr().map_err(|e| HttpError::Bind {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -124,6 +129,7 @@ impl HttpServer {
             token,
             hosts: Arc::new(HostRule::new(cfg, local.ip())),
             shutdown: shutdown.clone(),
+            room,
         };
         let limits = ConnectionLimits {
             max_connections: cfg.max_connections,
@@ -335,6 +341,7 @@ fn router(state: AppState) -> Router {
         .route("/metrics", get(metrics_text))
         .route("/captions.vtt", get(captions_vtt))
         .route("/captions.srt", get(captions_srt))
+        .route("/events/{id}/feedback", post(feedback::feedback))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))

@@ -152,6 +152,9 @@ pub(super) fn run_connection(sh: &Shared, mut conn: Connection, (min, max): (Dur
             }
             Ok(Event::Outgoing(Outgoing::Publish(pkid))) => on_written(sh, pkid),
             Ok(Event::Incoming(Packet::PubAck(ack))) => on_puback(sh, ack.pkid),
+            Ok(Event::Incoming(Packet::Publish(p))) if p.topic == sh.topics.feedback => {
+                super::feedback::on_feedback(sh, &p.payload)
+            }
             Ok(Event::Outgoing(Outgoing::Disconnect)) => {
                 // rumqttc flushed the DISCONNECT before reporting it.
                 let mut st = sh.lock();
@@ -231,6 +234,15 @@ pub(super) fn on_connack(sh: &Shared, in_outage: bool) -> bool {
             STATUS_ONLINE.into(),
             Kind::Control,
         );
+        if sh.room.is_some() {
+            // Clean sessions: subscribe again on every connect.
+            if let Err(e) = sh
+                .client
+                .try_subscribe(sh.topics.feedback.as_str(), QoS::AtLeastOnce)
+            {
+                log::warn!("mqtt: cannot subscribe to {}: {e}", sh.topics.feedback);
+            }
+        }
         for (topic, payload) in &sh.topics.discovery {
             sh.hand_control(
                 &mut st,

@@ -52,7 +52,8 @@
 //! thread (queue, window, stats); `status.rs` the status payloads; `error.rs`;
 //! `config.rs` the `[mqtt]` section and its checks; `connection.rs` the client thread
 //! (event loop, reconnect pacing, what each broker packet does to the state); `tls.rs`;
-//! `discovery.rs` (Home Assistant); `tests.rs`.
+//! `discovery.rs` (Home Assistant); `feedback.rs` corrections coming in on
+//! `<prefix>/<device>/feedback` (with `[room]`); `tests.rs`.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -63,6 +64,7 @@ use rumqttc::{Client, LastWill, MqttOptions, QoS, TlsConfiguration, Transport};
 
 use crate::common::drops::{DropReason, DropSource};
 use crate::common::validate::Validate;
+use crate::views::room::Room;
 
 /// Events handed to rumqttc at once while connected. Kept below rumqttc's `inflight`
 /// (100) with room for the control messages, so rumqttc never stalls on flow control.
@@ -85,6 +87,7 @@ mod config;
 mod connection;
 mod discovery;
 mod error;
+mod feedback;
 mod state;
 mod status;
 #[cfg(test)]
@@ -115,14 +118,21 @@ impl MqttSink {
     /// Starts the client thread and returns at once. A broker that is down now is not an
     /// error: the sink connects when it can. Errors only for bad local input.
     pub fn start(cfg: &MqttConfig) -> Result<Self, MqttError> {
+        Self::start_with(cfg, None)
+    }
+
+    /// `room`: also subscribe to `<prefix>/<device>/feedback` and hand corrections to it
+    /// (see `feedback.rs`).
+    pub fn start_with(cfg: &MqttConfig, room: Option<Arc<Room>>) -> Result<Self, MqttError> {
         cfg.validate().map_err(MqttError::Config)?;
         let device = cfg.device_id();
         let topics = Topics {
             event: cfg.topic("event"),
             stats: cfg.topic("stats"),
             status: cfg.topic("status"),
+            feedback: cfg.topic("feedback"),
             discovery: if cfg.ha_discovery {
-                discovery_messages(cfg)
+                discovery_messages(cfg, room.is_some())
                     .into_iter()
                     .map(|(t, v)| (t, serde_json::to_vec(&v).expect("JSON value serialises")))
                     .collect()
@@ -167,6 +177,7 @@ impl MqttSink {
             offline_queue: cfg.offline_queue,
             window: EVENT_WINDOW.min(cfg.offline_queue),
             broker: format!("{}:{}", cfg.host.trim(), cfg.port),
+            room,
         });
         let backoff = (
             Duration::from_millis(cfg.reconnect_min_ms.into()),

@@ -2,7 +2,7 @@
 //! handed to rumqttc, the counters, and the topics.
 
 use std::collections::VecDeque;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use log::debug;
 use rumqttc::{Client, QoS};
@@ -11,6 +11,7 @@ use super::status::STATUS_OFFLINE;
 use crate::common::drops::{DropCounts, DropSource};
 use crate::common::lock::LockOrRecover;
 use crate::sinks::metrics::MqttStats;
+use crate::views::room::Room;
 
 /// What a message handed to rumqttc was, so its PubAck can be attributed.
 #[derive(Debug)]
@@ -66,6 +67,8 @@ pub(super) struct Topics {
     pub(super) event: String,
     pub(super) stats: String,
     pub(super) status: String,
+    /// Corrections come in here (subscribed when `[room]` is enabled).
+    pub(super) feedback: String,
     /// (topic, retained JSON) for HA discovery; empty when disabled.
     pub(super) discovery: Vec<(String, Vec<u8>)>,
 }
@@ -79,6 +82,8 @@ pub(super) struct Shared {
     pub(super) offline_queue: usize,
     pub(super) window: usize,
     pub(super) broker: String,
+    /// Where corrections go (`[room]` enabled).
+    pub(super) room: Option<Arc<Room>>,
 }
 
 impl Shared {

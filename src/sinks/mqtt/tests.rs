@@ -501,7 +501,14 @@ fn ha_discovery_payloads() {
         discovery_prefix: "ha".into(),
         ..cfg()
     };
-    let msgs = discovery_messages(&c);
+    let with_room = discovery_messages(&c, true);
+    assert_eq!(with_room.len(), 4);
+    let (t, b) = &with_room[2];
+    assert_eq!(t, "ha/button/pi-kitchen/feedback_not_sarcastic/config");
+    assert_eq!(b["command_topic"], "sarcasmd/pi-kitchen/feedback");
+    assert_eq!(b["payload_press"], r#"{"label":"not_sarcastic"}"#);
+    assert_eq!(with_room[3].1["payload_press"], r#"{"label":"sarcastic"}"#);
+    let msgs = discovery_messages(&c, false);
     assert_eq!(msgs.len(), 2);
     let (t, b) = &msgs[0];
     assert_eq!(t, "ha/binary_sensor/pi-kitchen/sarcasm/config");

@@ -172,6 +172,33 @@ enum Cmd {
         #[arg(long)]
         stats: Option<PathBuf>,
     },
+    /// Corrections of the room head (`[room]`): record labels for events after the
+    /// meeting (`--events EVENTS.jsonl --labels FILE`: `ID LABEL` per line, labels
+    /// `sarcastic` / `not_sarcastic`), or `--list`, `--forget N`, `--reset` the store. A
+    /// running daemon applies them at its next reload.
+    #[command(group(clap::ArgGroup::new("action").required(true).args(["events", "list", "forget", "reset"])))]
+    Feedback {
+        /// The daemon's config (its `room.store`, models and text settings).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// The event stream the labels refer to (`output.events`).
+        #[arg(long, requires = "labels")]
+        events: Option<PathBuf>,
+        #[arg(long, requires = "events")]
+        labels: Option<PathBuf>,
+        /// Print the corrections held.
+        #[arg(long)]
+        list: bool,
+        /// With --list: JSON lines (without the vectors).
+        #[arg(long, requires = "list")]
+        json: bool,
+        /// Take correction N back (its number from --list).
+        #[arg(long)]
+        forget: Option<u64>,
+        /// Remove every correction.
+        #[arg(long)]
+        reset: bool,
+    },
     /// Sentence embeddings by the daemon's text encoder, for training text heads.
     /// Input: a manifest (docs/manifest.md); an item without text embeds "".
     Embed {
@@ -380,6 +407,27 @@ fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 ],
             )?;
             cli::training::features(&manifest, &out, config.as_deref())
+        }
+        Cmd::Feedback {
+            config,
+            events,
+            labels,
+            list,
+            json,
+            forget,
+            reset,
+        } => {
+            use cli::feedback::Action;
+            let action = match (&events, &labels, forget) {
+                (Some(events), Some(labels), _) => Action::Record { events, labels },
+                (_, _, Some(seq)) => Action::Forget(seq),
+                _ if reset => Action::Reset,
+                _ => {
+                    debug_assert!(list);
+                    Action::List { json }
+                }
+            };
+            cli::feedback::feedback(config.as_deref(), action)
         }
         Cmd::Embed {
             input,

@@ -6,6 +6,7 @@
 pub(crate) mod bench;
 pub(crate) mod devices;
 pub(crate) mod eval;
+pub(crate) mod feedback;
 pub(crate) mod models;
 pub(crate) mod plot;
 pub(crate) mod prosody;

@@ -453,7 +453,7 @@ pub(super) fn transcript_section(m: &Meeting) -> String {
     }));
     rows.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut s = String::from(
-        "<section id=\"transcript\"><h2>Transcript</h2>\n<table><tr><th>#</th><th>time</th><th>p</th><th>text / audio / video</th><th>what was said</th></tr>\n",
+        "<section id=\"transcript\"><h2>Transcript</h2>\n<p class=\"note\">A line flagged wrongly, or missed: write its # and <code>not_sarcastic</code> or <code>sarcastic</code> per line in a file and run <code>sarcasmd feedback --config CONFIG --events EVENTS.jsonl --labels FILE</code>; the device then mutes later lines like the ones marked not sarcastic (docs/outputs.md, corrections from the room).</p>\n<table><tr><th>#</th><th>time</th><th>p</th><th>text / audio / video</th><th>what was said</th></tr>\n",
     );
     for (at, row) in rows {
         match row {

@@ -13,7 +13,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -33,25 +33,7 @@ fn http_get(port: u16, path: &str, token: Option<&str>) -> (u16, String, String)
 
 /// `http_get` with the whole `Authorization` value as given.
 fn http_get_auth(port: u16, path: &str, authorization: Option<&str>) -> (u16, String, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let auth = authorization
-        .map(|a| format!("Authorization: {a}\r\n"))
-        .unwrap_or_default();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, head.to_string(), body.to_string())
+    common::daemon::http_request(port, "GET", path, authorization, None)
 }
 
 /// Read SSE events (name, data) from `/events` until `enough` says so or the timeout.

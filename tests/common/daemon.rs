@@ -32,6 +32,46 @@ pub fn hold_wav(
     hold(sarcasmd::daemon::builder::Daemon::builder(cfg))
 }
 
+/// One HTTP/1.1 request to the daemon's own listener on loopback (`Connection: close`):
+/// status, head and body. `authorization` is the whole header value.
+pub fn http_request(
+    port: u16,
+    method: &str,
+    path: &str,
+    authorization: Option<&str>,
+    body: Option<&str>,
+) -> (u16, String, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let auth = authorization
+        .map(|a| format!("Authorization: {a}\r\n"))
+        .unwrap_or_default();
+    let body_head = body
+        .map(|b| {
+            format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                b.len()
+            )
+        })
+        .unwrap_or_default();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}{body_head}Connection: close\r\n\r\n{}",
+        body.unwrap_or("")
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, head.to_string(), body.to_string())
+}
+
 /// The port of a held daemon's HTTP listener.
 pub fn http_port(ready: &Ready) -> u16 {
     ready.http_addr.expect("[http] enabled").port()

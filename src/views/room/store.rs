@@ -7,7 +7,9 @@
 //! line. Records carry a version (`v`) and unknown fields are ignored, so a later
 //! version's file reads here and this one's reads there. The file is bounded: past
 //! `room.max_corrections` it is rewritten with the newest ones (to a temporary file,
-//! synced, renamed over it), and what it dropped is counted.
+//! synced, renamed over it), and what it dropped is counted. Writers (the daemon,
+//! `sarcasmd feedback`) take an advisory lock on `<store>.lock` and read what the other
+//! wrote before they write.
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
@@ -86,9 +88,10 @@ pub struct CorrectionStore {
     max: usize,
     live: Vec<Correction>,
     next_seq: u64,
-    /// The file's length after this process last read or wrote it: another writer
-    /// (`sarcasmd feedback` while the daemon runs) is noticed by a change.
-    len_bytes: u64,
+    /// The file's (length, inode) after this process last read or wrote it: another
+    /// writer (`sarcasmd feedback` while the daemon runs) appends (length) or rewrites
+    /// (a new inode), and either is noticed.
+    seen: (u64, u64),
     /// Lines skipped as torn or unreadable, and corrections dropped by compaction.
     pub skipped_lines: u64,
     pub dropped: u64,
@@ -106,7 +109,7 @@ impl CorrectionStore {
             max,
             live: Vec::new(),
             next_seq: 1,
-            len_bytes: 0,
+            seen: (0, 0),
             skipped_lines: 0,
             dropped: 0,
         };
@@ -152,7 +155,7 @@ impl CorrectionStore {
                 .map_err(RoomError::store("repair", &self.path))?;
             bytes.truncate(keep);
         }
-        self.len_bytes = bytes.len() as u64;
+        self.seen = self.identity();
         self.live.clear();
         self.next_seq = 1;
         for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
@@ -194,18 +197,44 @@ impl CorrectionStore {
         }
     }
 
-    /// Reads the file again if another process wrote to it since (its length changed).
+    fn identity(&self) -> (u64, u64) {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&self.path).map_or((0, 0), |m| (m.len(), m.ino()))
+    }
+
+    /// Reads the file again if another process wrote to it since.
     pub fn refresh(&mut self) -> Result<bool, RoomError> {
-        let len = std::fs::metadata(&self.path).map_or(0, |m| m.len());
-        if len == self.len_bytes {
+        if self.identity() == self.seen {
             return Ok(false);
         }
         self.read()?;
         Ok(true)
     }
 
+    /// An exclusive advisory lock on `<store>.lock` while it is held: the daemon and
+    /// `sarcasmd feedback` may write at once, and a rewrite (rename) racing an append
+    /// would lose the append. The lock file is never renamed, so both lock the same inode.
+    fn lock(&self) -> Result<File, RoomError> {
+        use std::os::fd::AsRawFd;
+        let path = self.path.with_extension("jsonl.lock");
+        let f = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(RoomError::store("lock", &path))?;
+        // SAFETY: flock on a descriptor we own; released when `f` is closed.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(RoomError::store("lock", &path)(
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(f)
+    }
+
     /// Appends a correction (its `seq` is set here), synced before it returns.
     pub fn add(&mut self, mut c: Correction) -> Result<Correction, RoomError> {
+        let _lock = self.lock()?;
         self.refresh()?;
         c.v = STORE_VERSION;
         c.seq = self.next_seq;
@@ -218,6 +247,7 @@ impl CorrectionStore {
 
     /// Takes correction `seq` back (an appended `forget` record).
     pub fn forget(&mut self, seq: u64) -> Result<Correction, RoomError> {
+        let _lock = self.lock()?;
         self.refresh()?;
         let Some(c) = self.live.iter().find(|c| c.seq == seq).cloned() else {
             return Err(RoomError::UnknownCorrection(seq));
@@ -233,6 +263,7 @@ impl CorrectionStore {
 
     /// Removes every correction; returns how many there were.
     pub fn reset(&mut self) -> Result<usize, RoomError> {
+        let _lock = self.lock()?;
         self.refresh()?;
         let n = self.live.len();
         self.rewrite(&[])?;
@@ -252,9 +283,7 @@ impl CorrectionStore {
         f.write_all(&line)
             .and_then(|()| f.sync_data())
             .map_err(RoomError::store("append to", &self.path))?;
-        self.len_bytes = f
-            .metadata()
-            .map_or(self.len_bytes + line.len() as u64, |m| m.len());
+        self.seen = self.identity();
         self.apply(r);
         Ok(())
     }
@@ -292,7 +321,7 @@ impl CorrectionStore {
             // The rename itself must reach the disk.
             let _ = File::open(dir).and_then(|d| d.sync_all());
         }
-        self.len_bytes = body.len() as u64;
+        self.seen = self.identity();
         Ok(())
     }
 }
@@ -421,5 +450,11 @@ mod tests {
             .unwrap();
         assert_eq!(c.seq, 3);
         assert_eq!(daemon.corrections().len(), 3);
+        // A reset by the other writer (a new file) is seen too.
+        assert_eq!(cli.reset().unwrap(), 3);
+        daemon.add(correction(4, Label::Sarcastic, &[1.0])).unwrap();
+        let ids: Vec<u64> = daemon.corrections().iter().map(|c| c.event_id).collect();
+        assert_eq!(ids, [4]);
+        assert!(p.with_extension("jsonl.lock").exists());
     }
 }

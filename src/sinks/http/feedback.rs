@@ -1,5 +1,6 @@
-//! `POST /events/{id}/feedback`: a person says an event was, or was not, sarcastic.
-//! Accepted only on a listener with a token (the route is behind the token check, and a
+//! `POST /events/{id}/feedback`: a person says an event was, or was not, sarcastic;
+//! `GET /feedback` lists the corrections held and `DELETE /feedback/{n}` takes one back
+//! (a mute the room did not mean). Accepted only on a listener with a token (the route is behind the token check, and a
 //! token-less listener refuses it: anyone on the network could otherwise teach the
 //! room head). Answers are JSON: 201 recorded, 200 unchanged (the same label again),
 //! 400 bad input, 403 no token configured, 404 an event the daemon no longer holds,
@@ -39,6 +40,66 @@ fn refuse(st: &AppState, status: StatusCode, reason: &'static str, error: String
         status,
         serde_json::json!({ "reason": reason, "error": error }),
     )
+}
+
+/// The room, or the answer that refuses: no token configured, or room learning off.
+fn room_or_refusal(st: &AppState) -> Result<std::sync::Arc<crate::views::room::Room>, Response> {
+    if st.token.is_none() {
+        return Err(refuse(
+            st,
+            StatusCode::FORBIDDEN,
+            "no_token",
+            "feedback needs a token: set http.token or http.token_file and send it as Authorization: Bearer".into(),
+        ));
+    }
+    st.room.clone().ok_or_else(|| {
+        refuse(
+            st,
+            StatusCode::CONFLICT,
+            "disabled",
+            RoomError::Disabled.to_string(),
+        )
+    })
+}
+
+pub(super) async fn list(State(st): State<AppState>) -> Response {
+    match room_or_refusal(&st) {
+        Ok(room) => answer(
+            StatusCode::OK,
+            serde_json::to_value(room.list()).expect("serialises"),
+        ),
+        Err(r) => r,
+    }
+}
+
+pub(super) async fn forget(State(st): State<AppState>, Path(seq): Path<String>) -> Response {
+    let room = match room_or_refusal(&st) {
+        Ok(room) => room,
+        Err(r) => return r,
+    };
+    let Ok(seq) = seq.parse::<u64>() else {
+        return refuse(
+            &st,
+            StatusCode::BAD_REQUEST,
+            "bad_id",
+            format!("correction {seq:?} is not a number"),
+        );
+    };
+    match tokio::task::spawn_blocking(move || room.forget(seq)).await {
+        Ok(Ok(c)) => {
+            let mut v = serde_json::to_value(&c).expect("serialises");
+            v["status"] = "forgotten".into();
+            answer(StatusCode::OK, v)
+        }
+        Ok(Err(e)) => answer(
+            StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+            serde_json::json!({ "reason": e.reason(), "error": e.to_string() }),
+        ),
+        Err(e) => answer(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            serde_json::json!({ "reason": "internal", "error": format!("did not finish: {e}") }),
+        ),
+    }
 }
 
 pub(super) async fn feedback(

@@ -1,7 +1,7 @@
 //! The daemon's HTTP listener: the browser caption overlay (`/`), live events as
 //! Server-Sent Events (`/events`), Prometheus metrics (`/metrics`), the live caption
 //! files (`/captions.vtt`, `/captions.srt`), corrections (`POST /events/{id}/feedback`,
-//! only with a token) and a health check (`/healthz`).
+//! `GET /feedback`, `DELETE /feedback/{n}`; only with a token) and a health check (`/healthz`).
 //!
 //! Security: it binds to loopback by default; any other address is refused at config
 //! validation unless a bearer token is configured, and then every route but `/healthz`
@@ -47,7 +47,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::middleware;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::watch;
@@ -342,6 +342,8 @@ fn router(state: AppState) -> Router {
         .route("/captions.vtt", get(captions_vtt))
         .route("/captions.srt", get(captions_srt))
         .route("/events/{id}/feedback", post(feedback::feedback))
+        .route("/feedback", get(feedback::list))
+        .route("/feedback/{n}", delete(feedback::forget))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth));
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))

@@ -56,6 +56,19 @@ pub struct Recorded {
     pub corrections: usize,
 }
 
+/// One correction as `GET /feedback` and `sarcasmd feedback --list` show it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Listed {
+    pub correction: u64,
+    pub event: u64,
+    pub label: Label,
+    pub source: String,
+    pub at_unix_ms: u64,
+    pub p_shipped: f32,
+    /// Only with `room.keep_transcripts`.
+    pub transcript: Option<String>,
+}
+
 /// Counts for `/metrics` (they outlive a stream, as the room does).
 #[derive(Debug, Default)]
 pub struct RoomCounts {
@@ -296,6 +309,58 @@ impl Room {
         })
     }
 
+    /// The corrections held, oldest first, without their vectors (what a UI lists).
+    pub fn list(&self) -> Vec<Listed> {
+        let store = self.store.lock_or_recover();
+        store
+            .corrections()
+            .iter()
+            .map(|c| Listed {
+                correction: c.seq,
+                event: c.event_id,
+                label: c.label,
+                source: c.source.clone(),
+                at_unix_ms: c.at_unix_ms,
+                p_shipped: c.p_shipped,
+                transcript: c.transcript.clone(),
+            })
+            .collect()
+    }
+
+    /// Takes correction `seq` back (a mute the room did not mean) and swaps in the head
+    /// without it.
+    pub fn forget(&self, seq: u64) -> Result<Listed, RoomError> {
+        let r = (|| -> Result<Correction, RoomError> {
+            let mut store = self.store.lock_or_recover();
+            let c = store.forget(seq)?;
+            self.refit(&store);
+            self.counts.refits.fetch_add(1, Ordering::Relaxed);
+            Ok(c)
+        })();
+        match r {
+            Ok(c) => {
+                log::info!(
+                    "room: correction {seq} (event {}, {}) forgotten",
+                    c.event_id,
+                    c.label
+                );
+                Ok(Listed {
+                    correction: c.seq,
+                    event: c.event_id,
+                    label: c.label,
+                    source: c.source,
+                    at_unix_ms: c.at_unix_ms,
+                    p_shipped: c.p_shipped,
+                    transcript: c.transcript,
+                })
+            }
+            Err(e) => {
+                self.count_refused(e.reason());
+                Err(e)
+            }
+        }
+    }
+
     /// Builds the head from the store and swaps it in (readers keep the old one until
     /// they next ask).
     fn refit(&self, store: &CorrectionStore) {
@@ -399,6 +464,7 @@ mod tests {
         );
         assert_eq!(r.stats().refused.get("unknown_event"), Some(&1));
         assert_eq!(r.stats().muted, 1);
+        assert_eq!(r.list()[0].transcript.as_deref(), Some("Great."));
 
         // A restart keeps it.
         let r2 = room(d.path());
@@ -410,6 +476,20 @@ mod tests {
             (c.prosody.as_slice(), c.transcript.as_deref()),
             (&[0.5f32][..], Some("Great."))
         );
+    }
+
+    #[test]
+    fn a_forgotten_correction_no_longer_mutes() {
+        let d = tempfile::tempdir().unwrap();
+        let r = room(d.path());
+        r.apply(seen(1, &[1.0, 0.0], 0.8));
+        r.correct(Some(1), Label::NotSarcastic, "test").unwrap();
+        assert!(r.apply(seen(2, &[1.0, 0.0], 0.8)).0.muted_by.is_some());
+        assert_eq!(r.forget(1).unwrap().event, 1);
+        assert_eq!(r.forget(1).unwrap_err().status(), 404);
+        let (a, n) = r.apply(seen(3, &[1.0, 0.0], 0.8));
+        assert_eq!((a.muted_by, a.p, n), (None, 0.8, 0));
+        assert!(r.list().is_empty());
     }
 
     #[test]

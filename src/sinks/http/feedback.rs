@@ -43,22 +43,24 @@ fn refuse(st: &AppState, status: StatusCode, reason: &'static str, error: String
 }
 
 /// The room, or the answer that refuses: no token configured, or room learning off.
-fn room_or_refusal(st: &AppState) -> Result<std::sync::Arc<crate::views::room::Room>, Response> {
+fn room_or_refusal(
+    st: &AppState,
+) -> Result<std::sync::Arc<crate::views::room::Room>, Box<Response>> {
     if st.token.is_none() {
-        return Err(refuse(
+        return Err(Box::new(refuse(
             st,
             StatusCode::FORBIDDEN,
             "no_token",
             "feedback needs a token: set http.token or http.token_file and send it as Authorization: Bearer".into(),
-        ));
+        )));
     }
     st.room.clone().ok_or_else(|| {
-        refuse(
+        Box::new(refuse(
             st,
             StatusCode::CONFLICT,
             "disabled",
             RoomError::Disabled.to_string(),
-        )
+        ))
     })
 }
 
@@ -68,14 +70,14 @@ pub(super) async fn list(State(st): State<AppState>) -> Response {
             StatusCode::OK,
             serde_json::to_value(room.list()).expect("serialises"),
         ),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
 pub(super) async fn forget(State(st): State<AppState>, Path(seq): Path<String>) -> Response {
     let room = match room_or_refusal(&st) {
         Ok(room) => room,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let Ok(seq) = seq.parse::<u64>() else {
         return refuse(

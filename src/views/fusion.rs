@@ -182,7 +182,8 @@ pub struct Fusion {
     pub operating_point: Option<(String, OperatingPoint)>,
 }
 
-fn logit(p: f32) -> f32 {
+/// Log-odds of `p`, clamped away from 0 and 1 (the fusion head's and the room head's).
+pub(crate) fn logit(p: f32) -> f32 {
     let p = p.clamp(1e-4, 1.0 - 1e-4);
     (p / (1.0 - p)).ln()
 }

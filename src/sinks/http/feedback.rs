@@ -32,6 +32,30 @@ fn answer(status: StatusCode, body: serde_json::Value) -> Response {
         .into_response()
 }
 
+/// A refusal of the room itself, answered with its status and reason.
+fn room_error(e: &RoomError) -> Response {
+    answer(
+        StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        serde_json::json!({ "reason": e.reason(), "error": e.to_string() }),
+    )
+}
+
+/// Runs a store write off the runtime's thread (it is synced before the answer) and
+/// answers with `ok` or the refusal.
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, RoomError> + Send + 'static,
+    ok: impl FnOnce(T) -> Response,
+) -> Response {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(v)) => ok(v),
+        Ok(Err(e)) => room_error(&e),
+        Err(e) => answer(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            serde_json::json!({ "reason": "internal", "error": format!("did not finish: {e}") }),
+        ),
+    }
+}
+
 fn refuse(st: &AppState, status: StatusCode, reason: &'static str, error: String) -> Response {
     if let Some(r) = &st.room {
         r.count_refused(reason);
@@ -87,21 +111,15 @@ pub(super) async fn forget(State(st): State<AppState>, Path(seq): Path<String>) 
             format!("correction {seq:?} is not a number"),
         );
     };
-    match tokio::task::spawn_blocking(move || room.forget(seq)).await {
-        Ok(Ok(c)) => {
+    off_runtime(
+        move || room.forget(seq),
+        |c| {
             let mut v = serde_json::to_value(&c).expect("serialises");
             v["status"] = "forgotten".into();
             answer(StatusCode::OK, v)
-        }
-        Ok(Err(e)) => answer(
-            StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            serde_json::json!({ "reason": e.reason(), "error": e.to_string() }),
-        ),
-        Err(e) => answer(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            serde_json::json!({ "reason": "internal", "error": format!("did not finish: {e}") }),
-        ),
-    }
+        },
+    )
+    .await
 }
 
 pub(super) async fn feedback(
@@ -156,30 +174,19 @@ pub(super) async fn feedback(
         Ok(l) => l,
         Err(e) => {
             room.count_refused(e.reason());
-            return answer(
-                StatusCode::BAD_REQUEST,
-                serde_json::json!({ "reason": e.reason(), "error": e.to_string() }),
-            );
+            return room_error(&e);
         }
     };
-    // The store is synced before the answer: off the runtime's thread.
-    let done = tokio::task::spawn_blocking(move || room.correct(Some(id), label, "http")).await;
-    match done {
-        Ok(Ok(r)) => {
+    off_runtime(
+        move || room.correct(Some(id), label, "http"),
+        |r| {
             let status = if r.status == "recorded" {
                 StatusCode::CREATED
             } else {
                 StatusCode::OK
             };
             answer(status, serde_json::to_value(&r).expect("serialises"))
-        }
-        Ok(Err(e)) => answer(
-            StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-            serde_json::json!({ "reason": e.reason(), "error": e.to_string() }),
-        ),
-        Err(e) => answer(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            serde_json::json!({ "reason": "internal", "error": format!("the correction did not finish: {e}") }),
-        ),
-    }
+        },
+    )
+    .await
 }

@@ -14,6 +14,7 @@
 
 use super::label::Label;
 use super::store::Correction;
+use crate::views::fusion::logit;
 
 /// How far below the operating point a muted line is put, in log-odds.
 pub const MUTE_MARGIN_LOGIT: f32 = 0.05;
@@ -44,11 +45,6 @@ pub struct RoomHead {
 fn unit(v: &[f32]) -> Option<Vec<f32>> {
     let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     (n.is_finite() && n > 0.0).then(|| v.iter().map(|x| x / n).collect())
-}
-
-fn logit(p: f32) -> f32 {
-    let p = p.clamp(1e-6, 1.0 - 1e-6);
-    (p / (1.0 - p)).ln()
 }
 
 impl RoomHead {

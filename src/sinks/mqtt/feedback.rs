@@ -43,10 +43,13 @@ fn parse(payload: &[u8]) -> Result<(Option<u64>, Label), (u16, &'static str, Str
 /// Handles one message on the feedback topic (on the client thread: the store's sync
 /// takes milliseconds, and events wait in the sink's own queue meanwhile).
 pub(super) fn on_feedback(sh: &Shared, payload: &[u8]) {
+    let refused = |e: RoomError| {
+        let mut v = e.answer();
+        v["status_code"] = e.status().into();
+        v
+    };
     let answer = match (&sh.room, parse(payload)) {
-        (None, _) => serde_json::json!({
-            "status_code": 409, "reason": "disabled", "error": RoomError::Disabled.to_string(),
-        }),
+        (None, _) => refused(RoomError::Disabled),
         (Some(room), Err((code, reason, error))) => {
             room.count_refused(reason);
             serde_json::json!({ "status_code": code, "reason": reason, "error": error })
@@ -54,12 +57,10 @@ pub(super) fn on_feedback(sh: &Shared, payload: &[u8]) {
         (Some(room), Ok((id, label))) => match room.correct(id, label, "mqtt") {
             Ok(r) => {
                 let mut v = serde_json::to_value(&r).expect("serialises");
-                v["status_code"] = (if r.status == "recorded" { 201 } else { 200 }).into();
+                v["status_code"] = r.status_code().into();
                 v
             }
-            Err(e) => serde_json::json!({
-                "status_code": e.status(), "reason": e.reason(), "error": e.to_string(),
-            }),
+            Err(e) => refused(e),
         },
     };
     if answer["status_code"].as_u64().is_some_and(|c| c >= 400) {

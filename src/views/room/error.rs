@@ -62,6 +62,11 @@ impl RoomError {
         }
     }
 
+    /// The JSON answer's body: `{"reason", "error"}` (MQTT adds `status_code`).
+    pub fn answer(&self) -> serde_json::Value {
+        serde_json::json!({ "reason": self.reason(), "error": self.to_string() })
+    }
+
     /// A short machine-readable reason (`reason` in the JSON answers, the refusal metric's label).
     pub fn reason(&self) -> &'static str {
         match self {

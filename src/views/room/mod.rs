@@ -56,6 +56,17 @@ pub struct Recorded {
     pub corrections: usize,
 }
 
+impl Recorded {
+    /// 201 for a new correction, 200 for the same label again (HTTP and MQTT answer alike).
+    pub fn status_code(&self) -> u16 {
+        if self.status == "recorded" {
+            201
+        } else {
+            200
+        }
+    }
+}
+
 /// One correction as `GET /feedback` and `sarcasmd feedback --list` show it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Listed {

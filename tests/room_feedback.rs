@@ -7,7 +7,8 @@
 //! The line is short espeak-ng speech that Whisper hears the same way each time (the
 //! room head compares what was heard). The threshold is set low (0.01) so the line is
 //! flagged whatever this CPU's Whisper makes of it: what is checked is what a correction
-//! does to the score, not the shipped head's score.
+//! does to the score, not the shipped head's score. So far below the line's score, a
+//! mute needs more than its default 3 log-odds: the cap is raised to its maximum (10).
 
 mod common;
 
@@ -62,7 +63,7 @@ impl Held {
     fn start(dir: &Path, tag: &str, extra: &str) -> Held {
         let store = dir.join("room").join("corrections.jsonl");
         let toml = format!(
-            "[http]\nenabled = true\nbind = \"127.0.0.1:0\"\n{extra}\n\n[room]\nenabled = true\nstore = \"{}\"\nkeep_transcripts = true\n\n[fusion]\nthreshold = 0.01\n",
+            "[http]\nenabled = true\nbind = \"127.0.0.1:0\"\n{extra}\n\n[room]\nenabled = true\nstore = \"{}\"\nkeep_transcripts = true\nmax_shift_logit = 10.0\n\n[fusion]\nthreshold = 0.01\n",
             store.display()
         );
         let mut cfg = parse_config(&toml);

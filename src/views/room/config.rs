@@ -28,6 +28,11 @@ pub struct RoomConfig {
     /// is at least this is scored just below the operating point (muted). 0.9 was chosen
     /// on AMI meeting series by `models/studies/room_feedback`.
     pub mute_cosine: f32,
+    /// The most a mute lowers a score, in log-odds of the served score: a line scored
+    /// further above the threshold than this stays flagged (lowered by this much), so a
+    /// near-duplicate match cannot erase a confident flag outright. 3.0 takes a 0.95 just
+    /// below every shipped operating point (the strictest, 0.761, needs 1.83).
+    pub max_shift_logit: f32,
     /// Keep each corrected line's transcript in the store (for `sarcasmd feedback
     /// --list`); off, only the embedding, prosody and scores are kept. Ignored when
     /// `output.include_transcript` is off.
@@ -42,6 +47,7 @@ impl Default for RoomConfig {
             max_corrections: 500,
             recent_events: 1000,
             mute_cosine: 0.9,
+            max_shift_logit: 3.0,
             keep_transcripts: false,
         }
     }
@@ -67,6 +73,12 @@ impl Validate for RoomConfig {
                 "must be within [0.5, 1]: below 0.5 a correction would mute unrelated lines (0.9 is the measured choice)",
             );
         }
+        if !(self.max_shift_logit > 0.0 && self.max_shift_logit <= 10.0) {
+            problems.push(
+                "room.max_shift_logit",
+                "must be within (0, 10] log-odds (3.0 takes a 0.95 below every shipped operating point)",
+            );
+        }
     }
 }
 
@@ -84,6 +96,7 @@ mod tests {
             max_corrections: 0,
             recent_events: 0,
             mute_cosine: 0.2,
+            max_shift_logit: 0.0,
             ..Default::default()
         };
         let mut p = Problems::default();
@@ -95,7 +108,8 @@ mod tests {
                 "room.store",
                 "room.max_corrections",
                 "room.recent_events",
-                "room.mute_cosine"
+                "room.mute_cosine",
+                "room.max_shift_logit"
             ]
         );
     }

@@ -7,11 +7,12 @@
 //! at 20 corrections); a strongly shrunk offset gained little over the mute list and is
 //! in effect a threshold raise. Muting near-duplicates of rejected lines removed 11 % of
 //! later false flags at 20 corrections without a significant loss of recall, and it can
-//! only change lines close to ones the room has judged, by a bounded amount (to just
-//! below the threshold). A later "sarcastic" correction of a near-duplicate wins over
+//! only change lines close to ones the room has judged, and only downward: to just
+//! below the threshold, by at most `room.max_shift_logit`. A later "sarcastic" correction of a near-duplicate wins over
 //! an earlier "not sarcastic" one (the nearest judged line decides, the newest on a tie),
 //! which is how a room undoes a mute by clicking.
 
+use super::config::RoomConfig;
 use super::label::Label;
 use super::store::Correction;
 use crate::views::fusion::logit;
@@ -23,7 +24,8 @@ pub const MUTE_MARGIN_LOGIT: f32 = 0.05;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Adjusted {
     pub p: f32,
-    /// The correction (`seq`) whose line muted this one.
+    /// The correction (`seq`) whose line lowered this one (to just below the threshold,
+    /// or by `max_shift_logit` when that is less: then it may still be flagged).
     pub muted_by: Option<u64>,
 }
 
@@ -38,6 +40,7 @@ struct Judged {
 pub struct RoomHead {
     judged: Vec<Judged>,
     mute_cosine: f32,
+    max_shift_logit: f32,
     /// Corrections left out because another text encoder made their embedding.
     pub stale: usize,
 }
@@ -50,10 +53,11 @@ fn unit(v: &[f32]) -> Option<Vec<f32>> {
 impl RoomHead {
     /// Built from the corrections in force; those whose embedding came from another text
     /// encoder than `text_encoder` (an update changed it) cannot be compared and are left out.
-    pub fn fit(corrections: &[Correction], mute_cosine: f32, text_encoder: Option<&str>) -> Self {
+    pub fn fit(corrections: &[Correction], cfg: &RoomConfig, text_encoder: Option<&str>) -> Self {
         let mut head = RoomHead {
             judged: Vec::with_capacity(corrections.len()),
-            mute_cosine,
+            mute_cosine: cfg.mute_cosine,
+            max_shift_logit: cfg.max_shift_logit,
             stale: 0,
         };
         for c in corrections {
@@ -100,7 +104,9 @@ impl RoomHead {
         }
         match best {
             Some((cos, j)) if cos >= self.mute_cosine && j.label == Label::NotSarcastic => {
-                let z = logit(p).min(logit(threshold)) - MUTE_MARGIN_LOGIT;
+                let z0 = logit(p);
+                let z =
+                    (z0.min(logit(threshold)) - MUTE_MARGIN_LOGIT).max(z0 - self.max_shift_logit);
                 Adjusted {
                     p: 1.0 / (1.0 + (-z).exp()),
                     muted_by: Some(j.seq),
@@ -115,6 +121,13 @@ impl RoomHead {
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
+
+    fn cfg(mute_cosine: f32) -> RoomConfig {
+        RoomConfig {
+            mute_cosine,
+            ..Default::default()
+        }
+    }
 
     fn c(seq: u64, label: Label, e: &[f32], enc: &str) -> Correction {
         Correction {
@@ -135,7 +148,7 @@ mod tests {
 
     #[test]
     fn no_corrections_is_the_shipped_head() {
-        let h = RoomHead::fit(&[], 0.9, None);
+        let h = RoomHead::fit(&[], &cfg(0.9), None);
         assert_eq!(
             h.adjust(&[1.0, 0.0], 0.8, 0.5),
             Adjusted {
@@ -149,7 +162,7 @@ mod tests {
     fn a_near_duplicate_of_a_rejected_line_goes_just_below_the_threshold_others_stay() {
         let h = RoomHead::fit(
             &[c(1, Label::NotSarcastic, &[1.0, 0.0], "e")],
-            0.9,
+            &cfg(0.9),
             Some("e"),
         );
         let a = h.adjust(&[2.0, 0.1], 0.8, 0.6);
@@ -163,6 +176,25 @@ mod tests {
     }
 
     #[test]
+    fn a_mute_moves_a_score_at_most_max_shift_logit() {
+        let h = RoomHead::fit(
+            &[c(1, Label::NotSarcastic, &[1.0, 0.0], "e")],
+            &RoomConfig {
+                max_shift_logit: 1.0,
+                ..cfg(0.9)
+            },
+            Some("e"),
+        );
+        // logit(0.95) = 2.94: lowered by 1.0 to 1.94 (0.875), still over a 0.5 threshold.
+        let a = h.adjust(&[1.0, 0.0], 0.95, 0.5);
+        assert_eq!(a.muted_by, Some(1));
+        assert!((logit(a.p) - (logit(0.95) - 1.0)).abs() < 1e-4, "{}", a.p);
+        // Within the cap: just below the threshold as before.
+        let b = h.adjust(&[1.0, 0.0], 0.6, 0.5);
+        assert!(b.p < 0.5 && b.p > 0.48, "{}", b.p);
+    }
+
+    #[test]
     fn a_newer_sarcastic_correction_of_the_same_line_undoes_the_mute() {
         let e = [0.6, 0.8];
         let h = RoomHead::fit(
@@ -170,7 +202,7 @@ mod tests {
                 c(1, Label::NotSarcastic, &e, "e"),
                 c(2, Label::Sarcastic, &e, "e"),
             ],
-            0.9,
+            &cfg(0.9),
             Some("e"),
         );
         assert_eq!(h.adjust(&e, 0.8, 0.5).muted_by, None);
@@ -180,7 +212,7 @@ mod tests {
     fn corrections_from_another_encoder_are_left_out() {
         let h = RoomHead::fit(
             &[c(1, Label::NotSarcastic, &[1.0, 0.0], "old")],
-            0.9,
+            &cfg(0.9),
             Some("new"),
         );
         assert_eq!((h.len(), h.stale), (0, 1));

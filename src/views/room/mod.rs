@@ -145,11 +145,7 @@ impl Room {
         text_encoder: Option<String>,
     ) -> Result<Self, RoomError> {
         let store = CorrectionStore::open(&cfg.store, cfg.max_corrections)?;
-        let head = RoomHead::fit(
-            store.corrections(),
-            cfg.mute_cosine,
-            text_encoder.as_deref(),
-        );
+        let head = RoomHead::fit(store.corrections(), cfg, text_encoder.as_deref());
         if head.stale > 0 {
             log::warn!(
                 "room: {} corrections were made with another text encoder and are not applied",
@@ -370,11 +366,7 @@ impl Room {
     /// they next ask).
     fn refit(&self, store: &CorrectionStore) {
         let encoder = self.text_encoder.lock_or_recover().clone();
-        let head = RoomHead::fit(
-            store.corrections(),
-            self.cfg.mute_cosine,
-            encoder.as_deref(),
-        );
+        let head = RoomHead::fit(store.corrections(), &self.cfg, encoder.as_deref());
         if head.stale > 0 {
             log::warn!(
                 "room: {} corrections were made with another text encoder and are not applied",

@@ -31,7 +31,9 @@ pub struct RoomConfig {
     /// The most a mute lowers a score, in log-odds of the served score: a line scored
     /// further above the threshold than this stays flagged (lowered by this much), so a
     /// near-duplicate match cannot erase a confident flag outright. 3.0 takes a 0.95 just
-    /// below every shipped operating point (the strictest, 0.761, needs 1.83).
+    /// below every shipped operating point. With today's fusion (the text logit clipped to
+    /// ±4, temperature 0.333: every served score ≤ 0.79) it never binds; it bounds what a
+    /// sharper head could let a mute do.
     pub max_shift_logit: f32,
     /// Keep each corrected line's transcript in the store (for `sarcasmd feedback
     /// --list`); off, only the embedding, prosody and scores are kept. Ignored when

@@ -148,3 +148,31 @@ pub fn manifest(data: &[u8]) {
         }
     }
 }
+
+/// Any bytes as the room's corrections file (`room.store`). Reading must never panic;
+/// what it keeps is numbered within 1..=MAX_SEQ, once each, below the next number; and
+/// what it keeps, written back, reads back the same with nothing skipped.
+pub fn store(data: &[u8]) {
+    use sarcasmd::views::room::store::{parse, Record, MAX_SEQ};
+    let path = Path::new("fuzz.jsonl");
+    let p = parse(data, path);
+    let mut seen = HashSet::new();
+    for c in &p.live {
+        assert!((1..=MAX_SEQ).contains(&c.seq), "seq {}", c.seq);
+        assert!(c.seq < p.next_seq, "seq {} >= next {}", c.seq, p.next_seq);
+        assert!(seen.insert(c.seq), "seq {} twice", c.seq);
+    }
+    assert!((1..=MAX_SEQ + 1).contains(&p.next_seq), "next {}", p.next_seq);
+    let write = |live: &[sarcasmd::views::room::store::Correction]| {
+        let mut out = String::new();
+        for c in live {
+            out.push_str(&serde_json::to_string(&Record::Correction(c.clone())).unwrap());
+            out.push('\n');
+        }
+        out
+    };
+    let written = write(&p.live);
+    let again = parse(written.as_bytes(), path);
+    assert_eq!(again.skipped_lines, 0, "{written}");
+    assert_eq!(write(&again.live), written);
+}

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Fuzz the parsers that read untrusted input: WAV files (and the resampler behind them),
-# config files and dataset manifests (fuzz/README.md).
+# config files, dataset manifests and the room's corrections file (fuzz/README.md).
 #
 # Usage: scripts/fuzz.sh [--seconds N] [TARGET...]
-#   TARGET: wav, resample, config, manifest (default: all); N seconds each (default 60).
+#   TARGET: wav, resample, config, manifest, store (default: all); N seconds each (default 60).
 #
 # The committed seeds (fuzz/seeds/) are read, never written: the growing corpus, crash
 # inputs and logs go to ~/.cache/sarcasmd/fuzz/. Exit 1 when a target crashes; the
@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
         *) targets+=("$1"); shift ;;
     esac
 done
-[ ${#targets[@]} -gt 0 ] || targets=(wav resample config manifest)
+[ ${#targets[@]} -gt 0 ] || targets=(wav resample config manifest store)
 
 if ! cargo fuzz --version 2>/dev/null | grep -q " $CARGO_FUZZ_VERSION"; then
     echo "fuzz: installing cargo-fuzz $CARGO_FUZZ_VERSION" >&2

@@ -46,3 +46,8 @@ fn config_inputs() {
 fn manifest_inputs() {
     replay("manifest", checks::manifest);
 }
+
+#[test]
+fn store_inputs() {
+    replay("store", checks::store);
+}

@@ -24,6 +24,28 @@ use super::label::Label;
 /// The record format this version writes (and the newest it reads).
 pub const STORE_VERSION: u32 = 1;
 
+/// Record numbers run from 1; a larger one than this (2^53, the largest integer a JSON
+/// number carries exactly) is an edited or damaged line, skipped: counting on from it
+/// would leave no room, and at `u64::MAX` the next number would wrap onto an old one.
+pub const MAX_SEQ: u64 = 1 << 53;
+
+/// A float written as `null` (serde_json writes a NaN so) reads back as NaN: a record
+/// this version wrote always reads back.
+mod nan_as_null {
+    use serde::{Deserialize, Deserializer};
+
+    pub fn one<'de, D: Deserializer<'de>>(d: D) -> Result<f32, D::Error> {
+        Ok(Option::<f32>::deserialize(d)?.unwrap_or(f32::NAN))
+    }
+
+    pub fn many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f32>, D::Error> {
+        Ok(Vec::<Option<f32>>::deserialize(d)?
+            .into_iter()
+            .map(|x| x.unwrap_or(f32::NAN))
+            .collect())
+    }
+}
+
 /// One correction, with what adaptation needs from its event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Correction {
@@ -37,12 +59,15 @@ pub struct Correction {
     pub event_id: u64,
     pub label: Label,
     /// The event's score from the shipped heads (before any room head) and threshold.
+    #[serde(deserialize_with = "nan_as_null::one")]
     pub p_shipped: f32,
+    #[serde(deserialize_with = "nan_as_null::one")]
     pub threshold: f32,
     /// The text view's sentence embedding of the line (what the room head compares).
+    #[serde(deserialize_with = "nan_as_null::many")]
     pub text_embedding: Vec<f32>,
     /// Prosody functionals of the line (empty when the correction came without audio).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "nan_as_null::many")]
     pub prosody: Vec<f32>,
     /// The event's `models` (which encoder made the embedding).
     #[serde(default)]
@@ -74,6 +99,59 @@ impl Record {
             Record::Correction(c) => c.seq,
             Record::Forget(f) => f.seq,
         }
+    }
+}
+
+/// What a store file holds: the corrections in force (oldest first), the next record
+/// number, and how many lines were skipped (unreadable, from a newer version, or
+/// numbered outside 1..=MAX_SEQ).
+#[derive(Debug, Default)]
+pub struct Parsed {
+    pub live: Vec<Correction>,
+    pub next_seq: u64,
+    pub skipped_lines: u64,
+}
+
+/// Reads a store file's bytes (a torn last line is the caller's to cut off first;
+/// here it is one more unreadable line). Never fails: what cannot be read is skipped
+/// with a warning naming `path` and the line.
+pub fn parse(bytes: &[u8], path: &Path) -> Parsed {
+    let mut p = Parsed {
+        next_seq: 1,
+        ..Default::default()
+    };
+    for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let why = match serde_json::from_slice::<Record>(line) {
+            Ok(r) if record_version(&r) > STORE_VERSION => format!(
+                "record version {} is newer than this sarcasmd reads ({STORE_VERSION})",
+                record_version(&r)
+            ),
+            Ok(r) if !(1..=MAX_SEQ).contains(&r.seq()) => {
+                format!("record number {} is outside 1..={MAX_SEQ}", r.seq())
+            }
+            Ok(r) => {
+                apply(&mut p.live, &mut p.next_seq, r);
+                continue;
+            }
+            Err(e) => format!("unreadable: {e}"),
+        };
+        log::warn!("room: {}:{}: {why}; line skipped", path.display(), n + 1);
+        p.skipped_lines += 1;
+    }
+    p
+}
+
+fn apply(live: &mut Vec<Correction>, next_seq: &mut u64, r: Record) {
+    *next_seq = (*next_seq).max(r.seq() + 1);
+    match r {
+        Record::Correction(c) => {
+            live.retain(|o| o.seq != c.seq);
+            live.push(c);
+        }
+        Record::Forget(f) => live.retain(|c| c.seq != f.forgets),
     }
 }
 
@@ -156,45 +234,11 @@ impl CorrectionStore {
             bytes.truncate(keep);
         }
         self.seen = self.identity();
-        self.live.clear();
-        self.next_seq = 1;
-        for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            match serde_json::from_slice::<Record>(line) {
-                Ok(r) if record_version(&r) > STORE_VERSION => {
-                    log::warn!(
-                        "room: {}:{}: record version {} is newer than this sarcasmd reads ({STORE_VERSION}); skipped",
-                        self.path.display(),
-                        n + 1,
-                        record_version(&r)
-                    );
-                    self.skipped_lines += 1;
-                }
-                Ok(r) => self.apply(r),
-                Err(e) => {
-                    log::warn!(
-                        "room: {}:{}: unreadable line skipped: {e}",
-                        self.path.display(),
-                        n + 1
-                    );
-                    self.skipped_lines += 1;
-                }
-            }
-        }
+        let parsed = parse(&bytes, &self.path);
+        self.live = parsed.live;
+        self.next_seq = parsed.next_seq;
+        self.skipped_lines += parsed.skipped_lines;
         Ok(())
-    }
-
-    fn apply(&mut self, r: Record) {
-        self.next_seq = self.next_seq.max(r.seq() + 1);
-        match r {
-            Record::Correction(c) => {
-                self.live.retain(|o| o.seq != c.seq);
-                self.live.push(c);
-            }
-            Record::Forget(f) => self.live.retain(|c| c.seq != f.forgets),
-        }
     }
 
     fn identity(&self) -> (u64, u64) {
@@ -272,6 +316,15 @@ impl CorrectionStore {
     }
 
     fn append(&mut self, r: Record) -> Result<(), RoomError> {
+        if r.seq() > MAX_SEQ {
+            // Only after a hand-edited line numbered near MAX_SEQ: what this wrote would be
+            // skipped when read back.
+            return Err(RoomError::store("number a record in", &self.path)(
+                std::io::Error::other(
+                    "record numbers are used up (a line is numbered near 2^53): `sarcasmd feedback --reset`",
+                ),
+            ));
+        }
         let mut line = serde_json::to_vec(&r).expect("a record serialises");
         line.push(b'\n');
         let mut f = OpenOptions::new()
@@ -284,7 +337,7 @@ impl CorrectionStore {
             .and_then(|()| f.sync_data())
             .map_err(RoomError::store("append to", &self.path))?;
         self.seen = self.identity();
-        self.apply(r);
+        apply(&mut self.live, &mut self.next_seq, r);
         Ok(())
     }
 
@@ -376,6 +429,46 @@ mod tests {
         assert_eq!(got, [(1, 3, Label::NotSarcastic), (2, 7, Label::Sarcastic)]);
         assert_eq!(s2.next_seq(), 3);
         assert_eq!(s2.corrections()[0].prosody, [1.0, 2.0]);
+    }
+
+    #[test]
+    fn a_correction_with_a_missing_score_reads_back() {
+        // The CLI stores NaN when an event carried no score; serde_json writes it as null.
+        let (_d, p) = tmp();
+        let mut s = CorrectionStore::open(&p, 10).unwrap();
+        let mut c = correction(3, Label::NotSarcastic, &[1.0, f32::NAN]);
+        c.p_shipped = f32::NAN;
+        s.add(c).unwrap();
+        let s = CorrectionStore::open(&p, 10).unwrap();
+        assert_eq!((s.corrections().len(), s.skipped_lines), (1, 0));
+        assert!(s.corrections()[0].p_shipped.is_nan());
+        assert!(s.corrections()[0].text_embedding[1].is_nan());
+    }
+
+    #[test]
+    fn a_record_numbered_outside_its_range_is_skipped_and_numbering_goes_on() {
+        let line = |seq: u64| {
+            let mut c = correction(seq, Label::NotSarcastic, &[1.0]);
+            c.seq = seq;
+            serde_json::to_string(&Record::Correction(c)).unwrap()
+        };
+        let text = format!("{}\n{}\n{}\n", line(4), line(0), line(u64::MAX));
+        let parsed = parse(text.as_bytes(), Path::new("x"));
+        assert_eq!(
+            (parsed.live.len(), parsed.skipped_lines, parsed.next_seq),
+            (1, 2, 5)
+        );
+        // At the top of the range a store refuses to number past it rather than wrap.
+        let (_d, p) = tmp();
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, format!("{}\n", line(MAX_SEQ))).unwrap();
+        let mut s = CorrectionStore::open(&p, 10).unwrap();
+        let e = s.add(correction(9, Label::Sarcastic, &[1.0])).unwrap_err();
+        assert!(e.to_string().contains("--reset"), "{e}");
+        assert_eq!(
+            CorrectionStore::open(&p, 10).unwrap().corrections().len(),
+            1
+        );
     }
 
     #[test]

@@ -162,7 +162,11 @@ pub fn store(data: &[u8]) {
         assert!(c.seq < p.next_seq, "seq {} >= next {}", c.seq, p.next_seq);
         assert!(seen.insert(c.seq), "seq {} twice", c.seq);
     }
-    assert!((1..=MAX_SEQ + 1).contains(&p.next_seq), "next {}", p.next_seq);
+    assert!(
+        (1..=MAX_SEQ + 1).contains(&p.next_seq),
+        "next {}",
+        p.next_seq
+    );
     let write = |live: &[sarcasmd::views::room::store::Correction]| {
         let mut out = String::new();
         for c in live {

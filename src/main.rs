@@ -175,7 +175,7 @@ enum Cmd {
     /// Corrections of the room head (`[room]`): record labels for events after the
     /// meeting (`--events EVENTS.jsonl --labels FILE`: `ID LABEL` per line, labels
     /// `sarcastic` / `not_sarcastic`), or `--list`, `--forget N`, `--reset` the store. A
-    /// running daemon applies them at its next reload.
+    /// running daemon picks them up within 2 s.
     #[command(group(clap::ArgGroup::new("action").required(true).args(["events", "list", "forget", "reset"])))]
     Feedback {
         /// The daemon's config (its `room.store`, models and text settings).

@@ -383,7 +383,9 @@ fn a_torn_store_is_read_up_to_the_tear_and_the_cli_lists_forgets_resets_and_reco
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no correction 9"));
 
-    // After the meeting: a labels file for the events file, then the next meeting.
+    // After the meeting, with the daemon running (as under systemd): a labels file for
+    // the events file; the daemon picks the correction up from the store by itself.
+    let mut h = Held::start(d.path(), "third", &token_line);
     let labels = d.path().join("labels.txt");
     std::fs::write(
         &labels,
@@ -412,7 +414,18 @@ fn a_torn_store_is_read_up_to_the_tear_and_the_cli_lists_forgets_resets_and_reco
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("event 99999 is not in"));
-    let mut h = Held::start(d.path(), "third", &token_line);
+    let held = || {
+        let (_, _, body) = http_request(h.port, "GET", "/feedback", Some(&auth), None);
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()[0]["label"].clone()
+    };
+    let t0 = std::time::Instant::now();
+    while held() != "not_sarcastic" {
+        assert!(
+            t0.elapsed() < sarcasmd::views::room::STORE_POLL * 5,
+            "the running daemon did not pick up the CLI's correction"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     let next = h.say_line();
     assert_eq!(next["room"]["muted_by"], 1, "{next}");
     h.stop();

@@ -76,7 +76,7 @@ pub(crate) fn feedback(config: Option<&Path>, action: Action) -> anyhow::Result<
         Action::Record { events, labels } => {
             let n = record(&cfg, &mut store, events, labels)?;
             eprintln!(
-                "recorded {n} corrections in {} ({} held); a running daemon applies them at its next reload",
+                "recorded {n} corrections in {} ({} held); a running daemon picks them up within 2 s",
                 store.path().display(),
                 store.corrections().len()
             );

@@ -403,6 +403,10 @@ impl DaemonBuilder {
             Some((c, r)) if *c == cfg.room => Ok((Some(r.clone()), true)),
             _ => {
                 let r = Arc::new(Room::open(&cfg.room, cfg.output.include_transcript, None)?);
+                if let Err(e) = Room::watch(&r) {
+                    // Corrections still work; only the CLI's wait for a reload or correction.
+                    log::warn!("room: cannot watch the store for the CLI's corrections: {e}");
+                }
                 self.room = Some((cfg.room.clone(), r.clone()));
                 Ok((Some(r), false))
             }

@@ -94,6 +94,10 @@ impl From<&Correction> for Listed {
     }
 }
 
+/// How often [`Room::watch`] looks at the store for another writer's corrections: one
+/// `stat` per look; a correction made with the CLI applies within this.
+pub const STORE_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Counts for `/metrics` (they outlive a stream, as the room does).
 #[derive(Debug, Default)]
 pub struct RoomCounts {
@@ -362,6 +366,41 @@ impl Room {
         }
     }
 
+    /// Takes in what another process (`sarcasmd feedback` while the daemon runs) wrote
+    /// to the store, and swaps in a head built with it. `true` when there was something.
+    pub fn pick_up(&self) -> Result<bool, RoomError> {
+        let mut store = self.store.lock_or_recover();
+        if !store.refresh_locked()? {
+            return Ok(false);
+        }
+        self.refit(&store);
+        self.counts.refits.fetch_add(1, Ordering::Relaxed);
+        log::info!(
+            "room: {} changed on disk (another writer): {} corrections held",
+            self.cfg.store.display(),
+            store.corrections().len()
+        );
+        Ok(true)
+    }
+
+    /// Looks at the store every [`STORE_POLL`] on a thread of its own and picks up what
+    /// another process wrote, so corrections made with the CLI after a meeting apply to
+    /// the next one without a reload. The thread holds the room weakly and ends when the
+    /// room is dropped (at the latest one poll later): it has nothing else to stop it.
+    pub fn watch(room: &Arc<Room>) -> std::io::Result<()> {
+        let weak = Arc::downgrade(room);
+        std::thread::Builder::new()
+            .name("room-store".into())
+            .spawn(move || loop {
+                std::thread::sleep(STORE_POLL);
+                let Some(room) = weak.upgrade() else { break };
+                if let Err(e) = room.pick_up() {
+                    log::warn!("room: {e}");
+                }
+            })
+            .map(drop)
+    }
+
     /// Builds the head from the store and swaps it in (readers keep the old one until
     /// they next ask).
     fn refit(&self, store: &CorrectionStore) {
@@ -473,6 +512,20 @@ mod tests {
             (c.prosody.as_slice(), c.transcript.as_deref()),
             (&[0.5f32][..], Some("Great."))
         );
+    }
+
+    #[test]
+    fn corrections_another_process_writes_are_picked_up() {
+        let d = tempfile::tempdir().unwrap();
+        let (daemon, cli) = (room(d.path()), room(d.path()));
+        assert!(!daemon.pick_up().unwrap());
+        daemon.apply(seen(1, &[1.0, 0.0], 0.9));
+        cli.apply(seen(1, &[1.0, 0.0], 0.9));
+        cli.correct(Some(1), Label::NotSarcastic, "cli").unwrap();
+        assert!(daemon.pick_up().unwrap());
+        assert!(!daemon.pick_up().unwrap());
+        let (a, n) = daemon.apply(seen(2, &[1.0, 0.0], 0.9));
+        assert_eq!((a.muted_by, n), (Some(1), 1));
     }
 
     #[test]

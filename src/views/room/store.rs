@@ -255,6 +255,14 @@ impl CorrectionStore {
         Ok(true)
     }
 
+    /// Reads the file again, under the writers' lock, if another process wrote to it
+    /// since (the lock: a read racing an append could see a half-written last line and
+    /// cut it off as torn).
+    pub fn refresh_locked(&mut self) -> Result<bool, RoomError> {
+        let _lock = self.lock()?;
+        self.refresh()
+    }
+
     /// An exclusive advisory lock on `<store>.lock` while it is held: the daemon and
     /// `sarcasmd feedback` may write at once, and a rewrite (rename) racing an append
     /// would lose the append. The lock file is never renamed, so both lock the same inode.

@@ -26,7 +26,7 @@ pub const STORE_VERSION: u32 = 1;
 
 /// Record numbers run from 1; a larger one than this (2^53, the largest integer a JSON
 /// number carries exactly) is an edited or damaged line, skipped: counting on from it
-/// would leave no room, and at `u64::MAX` the next number would wrap onto an old one.
+/// would leave no room, and at `u64::MAX` the next number overflows.
 pub const MAX_SEQ: u64 = 1 << 53;
 
 /// A float written as `null` (serde_json writes a NaN so) reads back as NaN: a record

@@ -146,7 +146,8 @@ fn record(
         by_id.insert(id, v);
     }
     let ms = ModelStore::new(models::model_dir(cfg.models.dir.as_deref()), true)?;
-    let (encoder, encoder_label) = TextEncoder::from_store(&ms, &cfg.text)?;
+    let (encoder, encoder_label) =
+        TextEncoder::from_store(&ms, &cfg.text).map_err(|e| DaemonError::Engine(e.into()))?;
     // Check every line first: a file with a mistake records nothing.
     let mut todo = Vec::new();
     for (id, label) in labels {

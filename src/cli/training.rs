@@ -113,7 +113,8 @@ pub(crate) fn features(manifest: &Path, out: &Path, config: Option<&Path>) -> an
 pub(crate) fn embed(input: &Path, out: &Path, context_s: f32) -> anyhow::Result<i32> {
     let cfg = Config::default();
     let store = ModelStore::new(models::model_dir(cfg.models.dir.as_deref()), true)?;
-    let (enc, _) = sarcasmd::views::text::TextEncoder::from_store(&store, &cfg.text)?;
+    let (enc, _) = sarcasmd::views::text::TextEncoder::from_store(&store, &cfg.text)
+        .map_err(|e| DaemonError::Engine(e.into()))?;
     let items = Manifest::load(input).map_err(DaemonError::from)?.items;
     let mut w = BufWriter::new(std::fs::File::create(out)?);
     for (k, it) in items.iter().enumerate() {

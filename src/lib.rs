@@ -21,7 +21,8 @@
 //!   `pipeline/queues.rs`), threads, the rolling context, the run summary.
 //! - [`tools`]: offline: `bench`, `eval`, `plot`, `report` and dataset manifests.
 //! - [`daemon`]: building a run from a validated config, preflight, the reloading
-//!   service and its systemd notifications; what `sarcasmd run` and the tests hold.
+//!   service and its systemd notifications, the watch on the room's corrections file;
+//!   what `sarcasmd run` and the tests hold.
 //! - `cli` and `main.rs` (the binary): argument parsing and one function per command.
 //!
 //! A stage's config is parsed, then validated (`common::validate`), then built; models

@@ -421,7 +421,7 @@ fn a_torn_store_is_read_up_to_the_tear_and_the_cli_lists_forgets_resets_and_reco
     let t0 = std::time::Instant::now();
     while held() != "not_sarcastic" {
         assert!(
-            t0.elapsed() < sarcasmd::views::room::STORE_POLL * 5,
+            t0.elapsed() < sarcasmd::daemon::room_watch::STORE_POLL * 5,
             "the running daemon did not pick up the CLI's correction"
         );
         std::thread::sleep(std::time::Duration::from_millis(100));

@@ -29,6 +29,7 @@ use super::{
 };
 use crate::common::lock::LockOrRecover;
 use crate::config::{Config, SourceConfig};
+use crate::daemon::room_watch::StoreWatch;
 use crate::daemon::service;
 use crate::pipeline::{self, Engine, PipelineError, RunOptions};
 use crate::sinks::event::{EventSink, GapEvent, PartialEvent, UtteranceEvent};
@@ -102,8 +103,9 @@ pub struct DaemonBuilder {
     /// it holds for a broker that is down or stalled at a reload are not dropped.
     mqtt: Option<(MqttConfig, Arc<MqttSink>)>,
     /// The room head and its store, kept across reloads while `[room]` stays the same
-    /// (the events a correction may name are forgotten at each new stream).
-    room: Option<(RoomConfig, Arc<Room>)>,
+    /// (the events a correction may name are forgotten at each new stream), with the
+    /// watch that picks up what `sarcasmd feedback` writes (stopped when dropped).
+    room: Option<(RoomConfig, Arc<Room>, Option<StoreWatch>)>,
     /// Streams run so far (for the per-stream summary in the log).
     streams: u64,
 }
@@ -400,14 +402,17 @@ impl DaemonBuilder {
             return Ok((None, kept));
         }
         match &self.room {
-            Some((c, r)) if *c == cfg.room => Ok((Some(r.clone()), true)),
+            Some((c, r, _)) if *c == cfg.room => Ok((Some(r.clone()), true)),
             _ => {
                 let r = Arc::new(Room::open(&cfg.room, cfg.output.include_transcript, None)?);
-                if let Err(e) = Room::watch(&r) {
-                    // Corrections still work; only the CLI's wait for a reload or correction.
-                    log::warn!("room: cannot watch the store for the CLI's corrections: {e}");
-                }
-                self.room = Some((cfg.room.clone(), r.clone()));
+                // Without the watch corrections still work; only the CLI's wait for a
+                // reload or a correction.
+                let watch = StoreWatch::start(r.clone())
+                    .map_err(|e| {
+                        log::warn!("room: cannot watch the store for the CLI's corrections: {e}")
+                    })
+                    .ok();
+                self.room = Some((cfg.room.clone(), r.clone(), watch));
                 Ok((Some(r), false))
             }
         }

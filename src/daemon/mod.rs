@@ -13,6 +13,7 @@
 
 pub mod builder;
 pub mod preflight;
+pub mod room_watch;
 pub mod service;
 
 use std::sync::atomic::{AtomicBool, Ordering};

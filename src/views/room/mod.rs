@@ -94,10 +94,6 @@ impl From<&Correction> for Listed {
     }
 }
 
-/// How often [`Room::watch`] looks at the store for another writer's corrections: one
-/// `stat` per look; a correction made with the CLI applies within this.
-pub const STORE_POLL: std::time::Duration = std::time::Duration::from_secs(2);
-
 /// Counts for `/metrics` (they outlive a stream, as the room does).
 #[derive(Debug, Default)]
 pub struct RoomCounts {
@@ -381,24 +377,6 @@ impl Room {
             store.corrections().len()
         );
         Ok(true)
-    }
-
-    /// Looks at the store every [`STORE_POLL`] on a thread of its own and picks up what
-    /// another process wrote, so corrections made with the CLI after a meeting apply to
-    /// the next one without a reload. The thread holds the room weakly and ends when the
-    /// room is dropped (at the latest one poll later): it has nothing else to stop it.
-    pub fn watch(room: &Arc<Room>) -> std::io::Result<()> {
-        let weak = Arc::downgrade(room);
-        std::thread::Builder::new()
-            .name("room-store".into())
-            .spawn(move || loop {
-                std::thread::sleep(STORE_POLL);
-                let Some(room) = weak.upgrade() else { break };
-                if let Err(e) = room.pick_up() {
-                    log::warn!("room: {e}");
-                }
-            })
-            .map(drop)
     }
 
     /// Builds the head from the store and swaps it in (readers keep the old one until

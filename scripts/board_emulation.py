@@ -156,6 +156,10 @@ def run_board(a, board, host_ms, bench_dir, meet_dir, res):
     r["valid"] = st.get("nr_throttled", 0) > 0 and (r.get("bench_quota") or {}).get("valid", False)
     if cg:
         remove_cgroup(cg)
+    try:  # the placer's own record (emulate-board.sh --exec leaves it; it is in live-quota.json)
+        os.remove(os.path.join(os.environ.get("TMPDIR", "/tmp"), name + ".cores-state.json"))
+    except OSError:
+        pass
     for f in ("summary.json", "stats.json"):
         path = os.path.join(sw, f)
         if os.path.exists(path):

@@ -127,6 +127,8 @@ def watch(a):
                 if ns is None:
                     continue
                 d[tid] = max(0, ns - last_cpu.get(tid, ns)) / 1e9
+                if d[tid]:
+                    th[tid]["comm"] = comm(tid)  # threads name themselves after they start
                 last_cpu[tid] = ns
                 th[tid]["cpu_s"] += d[tid]
                 core_cpu[c] += d[tid]

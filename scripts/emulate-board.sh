@@ -1,21 +1,36 @@
 #!/usr/bin/env bash
-# Run a command on an emulated slow board: this machine's CPU cut down by a cgroup CPU
-# quota to a Raspberry Pi's whisper.cpp speed.
+# Run a command on an emulated slow board: this machine's CPU cut down, core by core, to a
+# Raspberry Pi's whisper.cpp speed by cgroup CPU quotas.
 #
 #   scripts/emulate-board.sh BOARD [--host-encode-ms MS] [--name CGROUP] [--exec] [--print] [--json FILE] -- COMMAND [ARGS...]
 #   BOARD: rpi5 | rpi4
 #   --exec  replace this shell by COMMAND (same PID, for a caller that watches /proc/PID);
-#           the cgroup --name (default sarcasmd-emu-BOARD-PID) is then left for the caller
-#           to read (cpu.stat) and remove (rmdir, once empty); the caller must then judge
-#           the run as below (throttled at least once).
-#   --json FILE  write what was set and what the quota did (quota, nr_periods,
-#           nr_throttled, throttled time, valid or not) to FILE after the run.
+#           the cgroup --name (default sarcasmd-emu-BOARD-PID) and its core0..core3 are
+#           then left for the caller to read (each coreN/cpu.stat) and remove (rmdir the
+#           cores, then the group, once empty); the caller must then judge the run as
+#           below (throttled at least once, summed over the cores). With --json the
+#           thread placer writes the report when COMMAND has ended.
+#   --json FILE  write what was set and what the quotas did (per-core quota, the cores,
+#           nr_periods / nr_throttled / throttled time per core, the threads' placement,
+#           valid or not) to FILE after the run.
 #
-# Refuses (exit 2) when the host cannot be slowed to the board: a quota at or above the
-# host's CPUs is no limit at all. A run whose cgroup was never throttled ran at the host's
-# speed, not the board's: it is reported as INVALID and exits 3 (unless COMMAND failed,
-# whose status is kept). A single-threaded stage is never slowed by a quota of 1 CPU or
-# more; see docs/boards.md for what the quota does and does not emulate.
+# Per-core emulation (cgroup v1, as root). The board's 4 cores are 4 cgroups NAME/core0..3,
+# each with the quota of one board core:
+#   per-core quota = host cores x host_ms / (board_ms x board cores)  CPUs per 100 ms period
+# and every thread of COMMAND (its child processes too) is kept in one of them by
+# scripts/board-emulation/cores.py: a new thread starts in its creator's core (so it is
+# throttled from the start) and is moved, within 50 ms, to the core with the fewest
+# threads; once a second two busy threads sharing a core while another idles are split,
+# as a board's scheduler would. So a single-threaded stage runs at one board core's speed
+# (before, with one quota for the whole command, a one-thread decode got a whole host
+# core whenever the quota was 1 CPU or more, and was never slowed: a Pi 5 on a 2-core
+# Zen 4 ran at host speed).
+#
+# Refuses (exit 2) what cannot be emulated: a per-core quota of one CPU or more (a board
+# core as fast as ours or faster), cores that add up to the host's CPUs or more, and a
+# per-core quota below 5 ms per period (the scheduler's 5 ms slices). A run in which no
+# core was ever throttled ran at the host's speed: it is reported as INVALID and exits 3
+# (unless COMMAND failed, whose status is kept).
 #
 # The factor. whisper.cpp's own bench (one encoder pass over a 30 s window, tiny.en f16,
 # all of the board's 4 cores) is the published figure per board:
@@ -26,17 +41,15 @@
 #                  6880 ms used before was 6.2 x the Pi 5 figure, from a "4.5 to 6.2x"
 #                  remark in the Pi 5 post, and 35 % faster than this measurement).
 # The same pass is measured here with all host cores (scripts/board-emulation/
-# encode_bench.c, built against the whisper.cpp sarcasmd links; fastest of 5), and the
-# command gets   quota = host cores x host_ms / board_ms   CPUs per 100 ms period. (Not a
-# shorter period: the scheduler hands quota out in 5 ms slices, and with a 10 ms period a
-# 0.15-CPU quota delivered only about a third of its CPU time to Whisper's bursts.) What this does and does not emulate: total
-# compute (does the daemon keep up with real time, how far behind does it fall) and
-# stage latency when the daemon's busy threads use the board's cores the way they use
-# ours. It does not emulate a board's slower single core: a single-threaded stage may
-# use the whole quota here, so its latency is optimistic by up to the core count ratio.
-# Memory bandwidth, thermal throttling and the 4 GB boards' RAM are not emulated.
+# encode_bench.c, built against the whisper.cpp sarcasmd links; fastest of 5); both sides
+# are taken to scale perfectly over their cores, so one core's share is the figure times
+# the core count. (Periods of 100 ms, not shorter: the scheduler hands quota out in 5 ms
+# slices, and with a 10 ms period a 0.15-CPU quota delivered only about a third of its CPU
+# time to Whisper's bursts.) Not emulated: memory bandwidth and caches, thermal
+# throttling, the boards' RAM, and the exact moment a board's scheduler would move a
+# thread (here: placement at 50 ms, balance once a second).
 #
-# cgroup v1 (cpu controller) or v2 (cpu.max), as root. --print: only print the factor.
+# --print: only print the quotas (and refuse as above).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -54,8 +67,8 @@ while [ $# -gt 0 ]; do
     esac
 done
 case "$board" in
-    rpi5) board_ms=1110 ;;
-    rpi4) board_ms=9295 ;;
+    rpi5) board_ms=1110 board_cores=4 ;;
+    rpi4) board_ms=9295 board_cores=4 ;;
     *) echo "emulate-board: BOARD must be rpi5 or rpi4 (got '$board')" >&2; exit 2 ;;
 esac
 [ "$print_only" = 1 ] || [ $# -gt 0 ] || { echo "emulate-board: no command after --" >&2; exit 2; }
@@ -81,68 +94,80 @@ if [ -z "$host_ms" ]; then
     [ "$(id -u)" = 0 ] && prio=(nice -n -10)
     host_ms="$("${prio[@]}" "$bench" "$model" "$cores" 5 | awk '{print $2}' | sort -n | head -n 1)"
 fi
-read -r quota_us cpus factor < <(awk -v c="$cores" -v h="$host_ms" -v b="$board_ms" \
-    'BEGIN { q = c * h / b; printf "%d %.3f %.2f\n", q * 100000, q, b / h }')
-echo "emulate-board: $board: whisper.cpp bench tiny.en ${board_ms} ms on the board, ${host_ms} ms here with $cores cores:" \
-     "board = ${factor}x slower than this machine -> quota ${cpus} CPUs (${quota_us} us per 100000 us)" >&2
-# A quota at or above the host's CPUs limits nothing: the command would run at this
-# machine's full speed and be reported as a board's (seen: 3.3 CPUs on a 2-core host).
-can_slow=1
-awk -v q="$cpus" -v c="$cores" 'BEGIN { exit !(q >= c) }' && can_slow=0
-if [ "$can_slow" = 0 ]; then
-    echo "emulate-board: REFUSED: $board needs a quota of $cpus CPUs, which is not below this machine's $cores CPUs:" \
-         "this host is too slow to be slowed down to a $board (its encoder bench: ${host_ms} ms)." \
+# Per-core: a board core's share of this machine, each of the board's cores a cgroup of
+# its own, every thread of the command kept in one of them (scripts/board-emulation/cores.py).
+read -r core_us core_cpus total_cpus factor < <(awk -v c="$cores" -v h="$host_ms" -v b="$board_ms" -v n="$board_cores" \
+    'BEGIN { q = c * h / (b * n); printf "%d %.4f %.3f %.2f\n", q * 100000, q, q * n, b * n / (h * c) }')
+echo "emulate-board: $board: whisper.cpp bench tiny.en ${board_ms} ms on the board's $board_cores cores, ${host_ms} ms here with $cores cores:" \
+     "a board core = ${factor}x slower than a core here -> $board_cores cores of ${core_cpus} CPUs (${core_us} us per 100000 us each), ${total_cpus} CPUs in all" >&2
+# A core at or above one CPU limits no thread (a board core faster than ours cannot be
+# emulated), and cores adding up to this machine's CPUs or more cannot all be given
+# their quota at once (seen: 3.3 CPUs asked of a 2-core host).
+if awk -v q="$core_cpus" 'BEGIN { exit !(q >= 1) }'; then
+    echo "emulate-board: REFUSED: a $board core needs ${core_cpus} CPUs, not below one CPU of this machine: its cores are" \
+         "as slow as a $board's or slower (encoder bench ${host_ms} ms with $cores cores), so nothing would be slowed." \
          "Run on a faster host, or on the board itself (sarcasmd bench DIR --config PROFILE)." >&2
     exit 2
 fi
-[ "$print_only" = 0 ] || exit 0
-[ "$quota_us" -ge 5000 ] || { echo "emulate-board: quota below 5 ms per 100 ms period (the scheduler hands out CPU time in 5 ms slices): refusing" >&2; exit 2; }
-
-name="${name:-sarcasmd-emu-$board-$$}"
-if [ -d /sys/fs/cgroup/cpu ] && [ -w /sys/fs/cgroup/cpu ]; then
-    cg="/sys/fs/cgroup/cpu/$name"
-    mkdir -p "$cg"
-    echo 100000 > "$cg/cpu.cfs_period_us"
-    echo "$quota_us" > "$cg/cpu.cfs_quota_us"
-    # Ahead of other work on a shared machine, so the quota is what limits it.
-    echo 8192 > "$cg/cpu.shares"
-    parent=/sys/fs/cgroup/cpu
-elif [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
-    grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu > /sys/fs/cgroup/cgroup.subtree_control
-    cg="/sys/fs/cgroup/$name"
-    mkdir -p "$cg"
-    echo "$quota_us 100000" > "$cg/cpu.max"
-    echo 800 > "$cg/cpu.weight"
-    parent=/sys/fs/cgroup
-else
-    echo "emulate-board: no writable cgroup cpu controller (run as root; v1 /sys/fs/cgroup/cpu or v2 cpu.max)" >&2
+if awk -v q="$total_cpus" -v c="$cores" 'BEGIN { exit !(q >= c) }'; then
+    echo "emulate-board: REFUSED: $board needs $board_cores cores of ${core_cpus} CPUs = ${total_cpus} CPUs, not below this" \
+         "machine's $cores CPUs: the board's cores could not all run at once (encoder bench ${host_ms} ms)." \
+         "Run on a faster host, or on the board itself." >&2
     exit 2
 fi
+[ "$core_us" -ge 5000 ] || { echo "emulate-board: REFUSED: a $board core would get ${core_us} us per 100 ms period, below 5 ms (the scheduler hands out CPU time in 5 ms slices, so a smaller quota is not delivered as set)" >&2; exit 2; }
+[ "$print_only" = 0 ] || exit 0
+
+# cgroup v1 only: a thread can be written into a cgroup's `tasks` on its own. (v2 would need
+# a threaded subtree, cgroup.type = threaded; not done.)
+if ! { [ -d /sys/fs/cgroup/cpu ] && [ -w /sys/fs/cgroup/cpu ] && [ -f /sys/fs/cgroup/cpu/tasks ]; }; then
+    echo "emulate-board: no writable cgroup v1 cpu controller (/sys/fs/cgroup/cpu; run as root). Per-core emulation" \
+         "places threads one by one, which cgroup v2 allows only in a threaded subtree: not implemented" >&2
+    exit 2
+fi
+name="${name:-sarcasmd-emu-$board-$$}"
+parent=/sys/fs/cgroup/cpu
+cg="$parent/$name"
+mkdir -p "$cg"
+# Ahead of other work on a shared machine, so the per-core quotas are what limit it.
+echo 8192 > "$cg/cpu.shares"
+for ((i = 0; i < board_cores; i++)); do
+    mkdir -p "$cg/core$i"
+    echo 100000 > "$cg/core$i/cpu.cfs_period_us"
+    echo "$core_us" > "$cg/core$i/cpu.cfs_quota_us"
+done
+meta="$(printf '{"board": "%s", "board_encode_ms": %s, "host_encode_ms": %s, "host_cpus": %s, "mode": "per-core", "board_cores": %s, "quota_cpus_per_core": %s, "quota_us_per_core": %s, "quota_cpus_total": %s, "period_us": 100000, "cgroup": "%s", "host_loadavg_at_start": "%s"}' \
+    "$board" "$board_ms" "$host_ms" "$cores" "$board_cores" "$core_cpus" "$core_us" "$total_cpus" "$cg" "$(cut -d' ' -f1-3 /proc/loadavg)")"
+cores_py=(python3 "$repo/scripts/board-emulation/cores.py")
+state="${TMPDIR:-/tmp}/$name.cores-state.json"
+watch=("${cores_py[@]}" watch --cg "$cg" --cores "$board_cores" --quota-us "$core_us" --pid $$ --state "$state" --meta "$meta")
+prio=()
+[ "$(id -u)" = 0 ] && prio=(nice -n -5)   # the placer on time; its own CPU is not the board's
 if [ "$exec_" = 1 ]; then
-    echo $$ > "$cg/cgroup.procs"
+    # The placer outlives this shell's exec (detached: not a child of COMMAND); it writes
+    # --json when COMMAND has ended and leaves the cgroups to the caller.
+    ( "${prio[@]}" "${watch[@]}" ${json:+--json "$json"} </dev/null >/dev/null 2>&1 & )
+    echo $$ > "$cg/core0/cgroup.procs"
     exec "$@"
 fi
-# The throttling counters (v1 and v2 name them alike; v2 has throttled_usec).
-stat_of() { awk -v k="$1" '$1 == k { print $2 }' "$cg/cpu.stat" 2>/dev/null; }
-cleanup() { echo $$ > "$parent/cgroup.procs" 2>/dev/null || true; rmdir "$cg" 2>/dev/null || true; }
+"${prio[@]}" "${watch[@]}" </dev/null >/dev/null &
+watcher=$!
+cleanup() {
+    kill "$watcher" 2>/dev/null || true
+    echo $$ > "$parent/cgroup.procs" 2>/dev/null || true
+    for ((i = 0; i < board_cores; i++)); do rmdir "$cg/core$i" 2>/dev/null || true; done
+    rmdir "$cg" 2>/dev/null || true
+    rm -f "$state"
+}
 trap cleanup EXIT
-echo $$ > "$cg/cgroup.procs"   # children inherit the group
+echo $$ > "$cg/core0/cgroup.procs"   # children and threads start in core0; the placer spreads them
 status=0
 "$@" || status=$?
-# What the quota did: periods throttled (v1 cpu.stat / v2 cpu.stat).
-periods="$(stat_of nr_periods)" throttled="$(stat_of nr_throttled)"
-throttled_us="$(stat_of throttled_usec)"
-if [ -z "$throttled_us" ]; then t="$(stat_of throttled_time)"; throttled_us=$(( ${t:-0} / 1000 )); fi
-valid=true
-[ "${throttled:-0}" -gt 0 ] || valid=false
-echo "emulate-board: cpu.stat: nr_periods ${periods:-?} nr_throttled ${throttled:-?} throttled ${throttled_us:-?} us" >&2
-if [ "$valid" = false ]; then
-    echo "emulate-board: INVALID: the $board quota ($cpus CPUs) never throttled the command in ${periods:-?} periods:" \
-         "it ran at this machine's speed, not a $board's. Its figures say nothing about the board." >&2
-fi
-if [ -n "$json" ]; then
-    printf '{"board": "%s", "board_encode_ms": %s, "host_encode_ms": %s, "host_cpus": %s, "quota_cpus": %s, "quota_us": %s, "period_us": 100000, "nr_periods": %s, "nr_throttled": %s, "throttled_us": %s, "valid": %s, "exit": %s}\n' \
-        "$board" "$board_ms" "$host_ms" "$cores" "$cpus" "$quota_us" "${periods:-null}" "${throttled:-null}" "${throttled_us:-null}" "$valid" "$status" > "$json"
-fi
-[ "$status" != 0 ] || [ "$valid" = true ] || exit 3
+echo $$ > "$parent/cgroup.procs"
+kill -TERM "$watcher" 2>/dev/null || true
+wait "$watcher" 2>/dev/null || true
+valid=0
+"${cores_py[@]}" report --cg "$cg" --cores "$board_cores" --state "$state" --meta "$meta" --exit "$status" \
+    ${json:+--json "$json"} || valid=$?
+[ "$status" != 0 ] || [ "$valid" = 0 ] || exit 3
 exit $status

@@ -311,8 +311,25 @@ fn shipped_configs_validate() {
             let (ok, stderr) = validate(&p);
             assert!(ok, "{}: {stderr}", p.display());
             // A shipped profile meets what its board was measured to deliver
-            // (src/config/boards.rs): no budget or keep-up warning.
-            assert!(!stderr.contains("warning:"), "{}: {stderr}", p.display());
+            // (src/config/boards.rs), except the two the per-core emulation of issue 36
+            // showed missing it (docs/boards.md): the Pi 5's budget (p95 5.9 s against
+            // 2.5 s) and the Pi 4's keep-up and budget (p95 73 s). Those warnings are
+            // what a user of the profile should see until a profile meets its board;
+            // nothing else may warn.
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            let expected: &[&str] = match name.as_str() {
+                "rpi5" => &["budget.event_latency_ms = 2500 is below"],
+                "rpi4" => &["did not keep up", "budget.event_latency_ms = 3000 is below"],
+                _ => &[],
+            };
+            let warnings: Vec<&str> = stderr
+                .lines()
+                .filter(|l| l.starts_with("warning:"))
+                .collect();
+            assert_eq!(warnings.len(), expected.len(), "{}: {stderr}", p.display());
+            for (w, e) in warnings.iter().zip(expected) {
+                assert!(w.contains(e), "{}: expected {e:?} in {w}", p.display());
+            }
             n += 1;
         }
     }

@@ -186,6 +186,17 @@ fn a_correction_by_http_mutes_the_next_identical_line_a_restart_keeps_it_and_bad
         (400, Some("bad_body")),
         "{body}"
     );
+    let (code, body) = post(
+        h.port,
+        "/events/x42/feedback",
+        Some(TOKEN),
+        r#"{"label":"not_sarcastic"}"#,
+    );
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (400, Some("bad_id")),
+        "{body}"
+    );
     let (code, body) = feedback(
         h.port,
         &serde_json::json!(4242),
@@ -254,6 +265,7 @@ fn a_correction_by_http_mutes_the_next_identical_line_a_restart_keeps_it_and_bad
         "sarcasmd_room_muted_events_total 1",
         "sarcasmd_room_corrections_refused_total{reason=\"unknown_event\"} 1",
         "sarcasmd_room_corrections_refused_total{reason=\"bad_label\"} 1",
+        "sarcasmd_room_corrections_refused_total{reason=\"bad_id\"} 1",
     ] {
         assert!(m.contains(want), "{want} missing from:\n{m}");
     }
@@ -335,6 +347,9 @@ fn a_torn_store_is_read_up_to_the_tear_and_the_cli_lists_forgets_resets_and_reco
     assert!(body.contains("\"forgotten\""), "{body}");
     let (code, _, body) = http_request(h.port, "DELETE", "/feedback/2", Some(&auth), None);
     assert_eq!(code, 404, "{body}");
+    let (code, _, body) = http_request(h.port, "DELETE", "/feedback/two", Some(&auth), None);
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("\"bad_id\""), "{body}");
     h.stop();
 
     // The CLI reads the same store (a config naming it), forgets one and resets.

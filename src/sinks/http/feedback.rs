@@ -88,6 +88,18 @@ fn room_or_refusal(
     })
 }
 
+/// The path's number (`what` names it in the refusal).
+fn number_or_refusal(st: &AppState, text: &str, what: &str) -> Result<u64, Box<Response>> {
+    text.parse::<u64>().map_err(|_| {
+        Box::new(refuse(
+            st,
+            StatusCode::BAD_REQUEST,
+            "bad_id",
+            format!("{what} {text:?} is not a number"),
+        ))
+    })
+}
+
 pub(super) async fn list(State(st): State<AppState>) -> Response {
     match room_or_refusal(&st) {
         Ok(room) => answer(
@@ -103,13 +115,9 @@ pub(super) async fn forget(State(st): State<AppState>, Path(seq): Path<String>) 
         Ok(room) => room,
         Err(r) => return *r,
     };
-    let Ok(seq) = seq.parse::<u64>() else {
-        return refuse(
-            &st,
-            StatusCode::BAD_REQUEST,
-            "bad_id",
-            format!("correction {seq:?} is not a number"),
-        );
+    let seq = match number_or_refusal(&st, &seq, "correction") {
+        Ok(n) => n,
+        Err(r) => return *r,
     };
     off_runtime(
         move || room.forget(seq),
@@ -131,13 +139,9 @@ pub(super) async fn feedback(
         Ok(room) => room,
         Err(r) => return *r,
     };
-    let Ok(id) = id.parse::<u64>() else {
-        return refuse(
-            &st,
-            StatusCode::BAD_REQUEST,
-            "bad_id",
-            format!("event id {id:?} is not a number"),
-        );
+    let id = match number_or_refusal(&st, &id, "event id") {
+        Ok(n) => n,
+        Err(r) => return *r,
     };
     if body.len() > MAX_BODY_BYTES {
         return refuse(

@@ -308,8 +308,7 @@ impl Room {
         let (seq, corrections) = {
             let mut store = self.store.lock_or_recover();
             let c = store.add(c)?;
-            self.refit(&store);
-            self.counts.refits.fetch_add(1, Ordering::Relaxed);
+            self.refit_changed(&store);
             (c.seq, store.corrections().len())
         };
         if let Some(h) = self.recent.lock_or_recover().get_mut(id) {
@@ -342,8 +341,7 @@ impl Room {
         let r = (|| -> Result<Correction, RoomError> {
             let mut store = self.store.lock_or_recover();
             let c = store.forget(seq)?;
-            self.refit(&store);
-            self.counts.refits.fetch_add(1, Ordering::Relaxed);
+            self.refit_changed(&store);
             Ok(c)
         })();
         match r {
@@ -369,14 +367,20 @@ impl Room {
         if !store.refresh_locked()? {
             return Ok(false);
         }
-        self.refit(&store);
-        self.counts.refits.fetch_add(1, Ordering::Relaxed);
+        self.refit_changed(&store);
         log::info!(
             "room: {} changed on disk (another writer): {} corrections held",
             self.cfg.store.display(),
             store.corrections().len()
         );
         Ok(true)
+    }
+
+    /// [`Self::refit`] after the store changed, counted in `refits` (a new encoder's
+    /// refit is not: the corrections did not change).
+    fn refit_changed(&self, store: &CorrectionStore) {
+        self.refit(store);
+        self.counts.refits.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Builds the head from the store and swaps it in (readers keep the old one until

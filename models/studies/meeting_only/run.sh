@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Meeting-only text heads and word n-grams (issue 38, exploratory): nested meeting-series-out
-# figures beside the shipped v3. Writes models/studies/meeting_only/MEETING_ONLY.md and .json.
+# Meeting-only text heads, word n-grams and the lines before (issue 38, exploratory): nested
+# meeting-series-out figures beside the shipped v3. Writes models/studies/meeting_only/MEETING_ONLY.md and .json.
 # Reads the text-v3 embedding cache (models/recipe/text_head_meetings.sh fills it; on a cold
-# cache `sarcasmd embed` fills it here, about 3 minutes). About 8 minutes on one core.
+# cache `sarcasmd embed` fills it here, about 3 minutes). About 26 minutes on one core, 8 GB of memory.
 # Usage: models/studies/meeting_only/run.sh
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../../.."

@@ -64,29 +64,25 @@ def auc(y, p):
 
 
 def context_features(M, X):
-    """{name: features of every line}: the line's own embedding, and beside it the
-    embeddings of earlier lines of its meeting (zeros and an indicator where none)."""
-    n, d = X.shape
+    """{context name: features of every line}: the line's own embedding and beside it the
+    embeddings of earlier lines of its meeting, each with an indicator (zeros where none)."""
+    n = len(X)
 
-    def beside(prev_index):
+    def slot(prev_index):
         has = prev_index >= 0
-        ctx = np.where(has[:, None], X[np.maximum(prev_index, 0)], 0.0)
-        return np.hstack([X, ctx, has[:, None].astype(X.dtype)])
+        return [np.where(has[:, None], X[np.maximum(prev_index, 0)], 0.0), has[:, None].astype(X.dtype)]
 
     def back(k):
         j = np.arange(n) - k
         return np.where((j >= 0) & (M.meeting[np.maximum(j, 0)] == M.meeting), j, -1)
 
-    out = {"": X}
-    for K in CONTEXT_LINES:
-        parts = [beside(back(k))[:, d:] for k in range(1, K + 1)]
-        out[f"prev {K}"] = np.hstack([X] + parts)
+    out = {f"prev {K}": np.hstack([X] + [p for k in range(1, K + 1) for p in slot(back(k))]) for K in CONTEXT_LINES}
     last, spk = {}, np.full(n, -1)
     for i, r in enumerate(M.rows):
         key = (M.meeting[i], r["speaker"])
         spk[i] = last.get(key, -1)
         last[key] = i
-    out["speaker"] = beside(spk)
+    out["speaker"] = np.hstack([X] + slot(spk))
     return out
 
 

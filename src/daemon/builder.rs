@@ -508,6 +508,7 @@ impl DaemonBuilder {
             realtime,
             // The room head compares text embeddings and stores prosody.
             with_features: outputs.room.is_some(),
+            room: outputs.room.clone(),
             stop,
             counters: outputs.counters.clone(),
             ..Default::default()

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 use crate::common::drops::{DropDelta, DropReason};
+use crate::common::feedback::Feedback;
 use crate::config::{Config, ConfigError, SourceConfig};
 use crate::pipeline::{Counters, EngineError, PipelineError, RunStats};
 use crate::sinks::captions::CaptionWriter;
@@ -244,6 +245,7 @@ impl Outputs {
     ) -> Result<Self, DaemonError> {
         let counters = Arc::new(Counters::default());
         let device = cfg.mqtt.device_id();
+        let feedback = room.clone().map(|r| r as Arc<dyn Feedback>);
         let (mut metrics, mut hub, mut server) = (None, None, None);
         if cfg.http.enabled {
             let m = cfg.http.metrics.then(|| {
@@ -268,7 +270,7 @@ impl Outputs {
                 h.clone(),
                 m.clone(),
                 &cfg.captions,
-                room.clone(),
+                feedback.clone(),
             )?);
             metrics = m;
             hub = Some(h);
@@ -282,7 +284,7 @@ impl Outputs {
                 Some(m)
             }
             None if cfg.mqtt.enabled => {
-                let m = MqttSink::start_with(&cfg.mqtt, room.clone())?;
+                let m = MqttSink::start_with(&cfg.mqtt, feedback)?;
                 counters.drops.attach(m.drop_source());
                 Some(Arc::new(m))
             }
@@ -325,9 +327,6 @@ impl Outputs {
         }
         if let Some(m) = &self.metrics {
             set = set.with_metrics(m.clone());
-        }
-        if let Some(r) = &self.room {
-            set = set.with_room(r.clone());
         }
         Ok(set)
     }

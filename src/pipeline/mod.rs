@@ -10,7 +10,8 @@
 //! - [`queues`]: every queue, what flows on it and its full policy, stated once;
 //! - [`shutdown`]: the one signal that ends a run (outside stop, failure, audio done);
 //! - [`source`], [`segmenter`], [`analyser`], [`interim`], [`vision`], [`sink`]: the
-//!   stages, in data-flow order;
+//!   stages, in data-flow order; [`room`]: the room head's step, on the sink's thread
+//!   before any output sees the event, so a score is final before it is written;
 //! - [`engine`] and [`stats`]: the shared models, and the run summary.
 //!
 //! Load shedding, when the board cannot keep up: first streaming steps (see
@@ -26,6 +27,7 @@ mod error;
 mod interim;
 mod plan;
 mod queues;
+mod room;
 mod segmenter;
 mod shutdown;
 mod sink;
@@ -44,6 +46,7 @@ use crate::pipeline::context::ContextStore;
 use crate::sinks::event::EventSink;
 use crate::sources::audio::{AudioError, AudioSource};
 use crate::sources::video::FrameSource;
+use crate::views::room::Room;
 use crate::views::vision::stream::VisionTimeline;
 use crate::views::vision::VisionAnalyser;
 
@@ -74,6 +77,9 @@ pub struct RunOptions {
     /// Set when the audio side is done, so a frame source waiting for a lost camera
     /// gives up (see `ReconnectingFrameSource`).
     pub frame_source_stop: Option<Arc<AtomicBool>>,
+    /// The room head (`[room]` enabled): every event is scored through it before the
+    /// sink sees it. Needs `with_features` (it compares text embeddings).
+    pub room: Option<Arc<Room>>,
 }
 
 impl Default for RunOptions {
@@ -84,6 +90,7 @@ impl Default for RunOptions {
             stop: Arc::new(AtomicBool::new(false)),
             counters: Arc::new(Counters::default()),
             frame_source_stop: None,
+            room: None,
         }
     }
 }
@@ -228,6 +235,7 @@ pub fn run_stream_av(
             events: ev_rx,
             counters: &counters,
             budget_ms: cfg.budget.event_latency_ms,
+            room: opts.room.as_deref(),
             shutdown: shutdown.clone(),
         }
         .run(sink);

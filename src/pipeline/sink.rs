@@ -1,5 +1,7 @@
 //! Sink stage, on the caller's thread: writes events, interim text and gaps to the
-//! `EventSink` in order, drops interim text whose final event already went out,
+//! `EventSink` in order, each event first through the room step ([`super::room`]) so
+//! its score is final before any output sees it, drops interim text whose final event
+//! already went out,
 //! counts latency-budget violations and collects per-stage latencies for the run
 //! summary. A sink that fails stops the run (nothing downstream can take events) but
 //! the queue is still drained, so no stage blocks on a full event queue.
@@ -12,6 +14,7 @@ use crossbeam_channel::Receiver;
 use crate::common::counters::Counters;
 use crate::common::drops::DropReason;
 use crate::sinks::event::EventSink;
+use crate::views::room::Room;
 
 use super::queues::Emitted;
 use super::shutdown::Shutdown;
@@ -21,6 +24,8 @@ pub struct SinkStage<'a> {
     pub counters: &'a Counters,
     /// `budget.event_latency_ms` (0 = no budget).
     pub budget_ms: u32,
+    /// The room head (`[room]` enabled), applied to each event before it is written.
+    pub room: Option<&'a Room>,
     pub shutdown: Shutdown,
 }
 
@@ -39,6 +44,7 @@ impl SinkStage<'_> {
             events,
             counters,
             budget_ms,
+            room,
             shutdown,
         } = self;
         let mut stages: BTreeMap<String, Vec<f64>> = BTreeMap::new();
@@ -96,6 +102,10 @@ impl SinkStage<'_> {
                 stages.entry(k.to_string()).or_default().push(v);
             }
             if sink_err.is_none() {
+                let ev = match room {
+                    Some(room) => Box::new(super::room::scored(room, *ev)),
+                    None => ev,
+                };
                 match sink.write(&ev) {
                     Ok(()) => {
                         counters.events.fetch_add(1, Ordering::Relaxed);

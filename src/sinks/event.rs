@@ -6,8 +6,8 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::views::asr::AsrSegment;
-use crate::views::extras::Extras;
+use crate::common::asr_segment::AsrSegment;
+use crate::common::extras::Extras;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Views {

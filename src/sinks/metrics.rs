@@ -24,8 +24,8 @@ use prometheus_client::registry::Registry;
 use crate::common::counters::Counters;
 use crate::common::counts::{InMetrics, FAMILIES};
 use crate::common::drops::{DropCounts, DropReason, MetricFamily};
+use crate::common::feedback::{Feedback, RoomStats};
 use crate::sinks::event::UtteranceEvent;
-use crate::views::room::{Room, RoomStats};
 use serde::Serialize;
 
 /// What the HTTP listener reports to `/metrics` (its hub implements it), so that
@@ -112,7 +112,7 @@ struct LiveCollector {
     counters: Arc<Counters>,
     hub: OnceLock<Arc<dyn ListenerStats>>,
     mqtt: Mutex<Option<MqttStats>>,
-    room: OnceLock<Arc<Room>>,
+    room: OnceLock<Arc<dyn Feedback>>,
     model_load_s: Mutex<Option<f64>>,
     started: std::time::Instant,
 }
@@ -172,7 +172,7 @@ impl Metrics {
     }
 
     /// The room head's corrections and refits (`[room]` enabled).
-    pub fn attach_room(&self, room: Arc<Room>) {
+    pub fn attach_room(&self, room: Arc<dyn Feedback>) {
         let _ = self.live.room.set(room);
     }
 

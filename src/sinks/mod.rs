@@ -1,6 +1,10 @@
 //! Where results go besides the JSON-lines stream: caption files ([`captions`]), the
 //! browser overlay, SSE and `/metrics` ([`http`]), and MQTT for fleets ([`mqtt`]).
 //!
+//! Scores are final before an event gets here: the room head runs as a pipeline step
+//! before the sinks (`crate::pipeline`), and the feedback routes reach the room through
+//! [`crate::common::feedback::Feedback`], so this folder does not import the views.
+//!
 //! [`SinkSet`] puts them behind one [`EventSink`]. The JSON-lines stream is primary: if
 //! it cannot be written the run stops (that is the daemon's contract with whoever reads
 //! it). Every other sink is secondary: a failure is logged once when it starts and once
@@ -18,9 +22,8 @@ pub mod mqtt;
 
 use std::sync::Arc;
 
-use crate::sinks::event::{EventSink, PartialEvent, RoomNote, UtteranceEvent};
+use crate::sinks::event::{EventSink, PartialEvent, UtteranceEvent};
 use crate::sinks::metrics::Metrics;
-use crate::views::room::{head_label, Room, Seen};
 use captions::CaptionWriter;
 use http::Hub;
 use mqtt::MqttSink;
@@ -32,8 +35,6 @@ pub struct SinkSet {
     hub: Option<Arc<Hub>>,
     mqtt: Option<Arc<MqttSink>>,
     metrics: Option<Arc<Metrics>>,
-    /// The room head, applied to each event before any output sees it.
-    room: Option<Arc<Room>>,
 }
 
 impl SinkSet {
@@ -45,13 +46,7 @@ impl SinkSet {
             hub: None,
             mqtt: None,
             metrics: None,
-            room: None,
         }
-    }
-
-    pub fn with_room(mut self, room: Arc<Room>) -> Self {
-        self.room = Some(room);
-        self
     }
 
     pub fn with_captions(mut self, w: CaptionWriter) -> Self {
@@ -86,34 +81,6 @@ fn guarded<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     })
 }
 
-/// The event as the room head scores it, remembered so a correction can name it. Every
-/// output gets this one, so the overlay, MQTT and the events file agree.
-fn through_room(room: &Room, ev: &UtteranceEvent) -> UtteranceEvent {
-    let features = ev.features.as_ref();
-    let (a, corrections) = room.apply(Seen {
-        id: ev.id,
-        revises: ev.revises,
-        p_shipped: ev.p_sarcastic,
-        p: ev.p_sarcastic,
-        threshold: ev.threshold,
-        embedding: features.and_then(|f| f.text_embedding.clone()),
-        prosody: features.map(|f| f.prosody.clone()).unwrap_or_default(),
-        models: ev.models.clone(),
-        transcript: ev.transcript.clone(),
-    });
-    let mut out = ev.clone();
-    out.p_sarcastic = a.p;
-    out.sarcastic = a.p >= ev.threshold;
-    out.room = Some(RoomNote {
-        p_shipped: ev.p_sarcastic,
-        muted_by: a.muted_by,
-        corrections,
-    });
-    out.models
-        .insert("room_head".into(), head_label(corrections));
-    out
-}
-
 impl EventSink for SinkSet {
     fn gap(&mut self, g: &crate::sinks::event::GapEvent) -> std::io::Result<()> {
         self.primary.gap(g)?;
@@ -126,14 +93,6 @@ impl EventSink for SinkSet {
     }
 
     fn write(&mut self, ev: &UtteranceEvent) -> std::io::Result<()> {
-        let roomed;
-        let ev = match &self.room {
-            Some(room) => {
-                roomed = through_room(room, ev);
-                &roomed
-            }
-            None => ev,
-        };
         self.primary.write(ev)?;
         if let Some(m) = &self.metrics {
             m.observe_utterance(ev);

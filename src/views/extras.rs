@@ -18,24 +18,8 @@ use crate::views::heads::{read_checked, HeadError, HeadMeta, Pinning, TEXT_FEATU
 
 pub const EXTRAS_HEAD: &str = "extras_head";
 
-/// Top class of a classification output and its probability.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ClassScore {
-    pub label: String,
-    pub p: f32,
-}
-
-/// The event's `extras` field.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Extras {
-    pub emotion_implicit: ClassScore,
-    pub emotion_explicit: ClassScore,
-    pub sarcasm_type: ClassScore,
-    /// 1 (very unpleasant) .. 9 (very pleasant), 5 neutral.
-    pub valence: f32,
-    /// 1 (very calm) .. 9 (very intense).
-    pub arousal: f32,
-}
+/// The event's `extras` field (defined beside the event's other parts, in `common`).
+pub use crate::common::extras::{ClassScore, Extras};
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]

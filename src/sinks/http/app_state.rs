@@ -8,8 +8,8 @@ use tokio::sync::watch;
 
 use super::host_rule::HostRule;
 use super::hub::Hub;
+use crate::common::feedback::Feedback;
 use crate::sinks::metrics::Metrics;
-use crate::views::room::Room;
 
 #[derive(Clone)]
 pub(super) struct AppState {
@@ -24,5 +24,5 @@ pub(super) struct AppState {
     pub(super) hosts: Arc<HostRule>,
     pub(super) shutdown: watch::Receiver<bool>,
     /// Where corrections go (`[room]` enabled).
-    pub(super) room: Option<Arc<Room>>,
+    pub(super) room: Option<Arc<dyn Feedback>>,
 }

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
 use super::app_state::AppState;
-use crate::views::room::{Label, RoomError};
+use crate::common::feedback::{Feedback, Label, Refusal};
 
 /// Larger bodies are refused before parsing (the whole body is `{"label": "..."}`).
 const MAX_BODY_BYTES: usize = 1024;
@@ -33,7 +33,7 @@ fn answer(status: StatusCode, body: serde_json::Value) -> Response {
 }
 
 /// A refusal of the room itself, answered with its status and reason.
-fn room_error(e: &RoomError) -> Response {
+fn room_error(e: &Refusal) -> Response {
     answer(
         StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         e.answer(),
@@ -43,7 +43,7 @@ fn room_error(e: &RoomError) -> Response {
 /// Runs a store write off the runtime's thread (it is synced before the answer) and
 /// answers with `ok` or the refusal.
 async fn off_runtime<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, RoomError> + Send + 'static,
+    work: impl FnOnce() -> Result<T, Refusal> + Send + 'static,
     ok: impl FnOnce(T) -> Response,
 ) -> Response {
     match tokio::task::spawn_blocking(work).await {
@@ -67,9 +67,7 @@ fn refuse(st: &AppState, status: StatusCode, reason: &'static str, error: String
 }
 
 /// The room, or the answer that refuses: no token configured, or room learning off.
-fn room_or_refusal(
-    st: &AppState,
-) -> Result<std::sync::Arc<crate::views::room::Room>, Box<Response>> {
+fn room_or_refusal(st: &AppState) -> Result<std::sync::Arc<dyn Feedback>, Box<Response>> {
     if st.token.is_none() {
         return Err(Box::new(refuse(
             st,
@@ -83,7 +81,7 @@ fn room_or_refusal(
             st,
             StatusCode::CONFLICT,
             "disabled",
-            RoomError::Disabled.to_string(),
+            Refusal::disabled().to_string(),
         ))
     })
 }

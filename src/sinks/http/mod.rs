@@ -53,9 +53,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::watch;
 use tower::ServiceExt;
 
+use crate::common::feedback::Feedback;
 use crate::sinks::captions::CaptionsConfig;
 use crate::sinks::metrics::Metrics;
-use crate::views::room::Room;
 
 /// Descriptors the daemon needs besides HTTP connections (models, sockets, pipes).
 const OTHER_FDS: u64 = 128;
@@ -94,7 +94,7 @@ impl HttpServer {
         hub: Arc<Hub>,
         metrics: Option<Arc<Metrics>>,
         captions: &CaptionsConfig,
-        room: Option<Arc<Room>>,
+        room: Option<Arc<dyn Feedback>>,
     ) -> Result<Self, HttpError> {
         let addr = cfg.bind_addr().map_err(|e| HttpError::Bind {
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),

@@ -9,7 +9,7 @@ use rumqttc::QoS;
 use serde::Deserialize;
 
 use super::state::{Kind, Shared};
-use crate::views::room::{Label, RoomError};
+use crate::common::feedback::{Label, Refusal};
 
 #[derive(Deserialize)]
 struct Message {
@@ -36,20 +36,20 @@ fn parse(payload: &[u8]) -> Result<(Option<u64>, Label), (u16, &'static str, Str
     };
     let label = label
         .parse::<Label>()
-        .map_err(|e: RoomError| (e.status(), e.reason(), e.to_string()))?;
+        .map_err(|e: Refusal| (e.status(), e.reason(), e.to_string()))?;
     Ok((id, label))
 }
 
 /// Handles one message on the feedback topic (on the client thread: the store's sync
 /// takes milliseconds, and events wait in the sink's own queue meanwhile).
 pub(super) fn on_feedback(sh: &Shared, payload: &[u8]) {
-    let refused = |e: RoomError| {
+    let refused = |e: Refusal| {
         let mut v = e.answer();
         v["status_code"] = e.status().into();
         v
     };
     let answer = match (&sh.room, parse(payload)) {
-        (None, _) => refused(RoomError::Disabled),
+        (None, _) => refused(Refusal::disabled()),
         (Some(room), Err((code, reason, error))) => {
             room.count_refused(reason);
             serde_json::json!({ "status_code": code, "reason": reason, "error": error })

@@ -63,8 +63,8 @@ use log::{info, warn};
 use rumqttc::{Client, LastWill, MqttOptions, QoS, TlsConfiguration, Transport};
 
 use crate::common::drops::{DropReason, DropSource};
+use crate::common::feedback::Feedback;
 use crate::common::validate::Validate;
-use crate::views::room::Room;
 
 /// Events handed to rumqttc at once while connected. Kept below rumqttc's `inflight`
 /// (100) with room for the control messages, so rumqttc never stalls on flow control.
@@ -123,7 +123,10 @@ impl MqttSink {
 
     /// `room`: also subscribe to `<prefix>/<device>/feedback` and hand corrections to it
     /// (see `feedback.rs`).
-    pub fn start_with(cfg: &MqttConfig, room: Option<Arc<Room>>) -> Result<Self, MqttError> {
+    pub fn start_with(
+        cfg: &MqttConfig,
+        room: Option<Arc<dyn Feedback>>,
+    ) -> Result<Self, MqttError> {
         cfg.validate().map_err(MqttError::Config)?;
         let device = cfg.device_id();
         let topics = Topics {

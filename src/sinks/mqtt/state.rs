@@ -9,9 +9,9 @@ use rumqttc::{Client, QoS};
 
 use super::status::STATUS_OFFLINE;
 use crate::common::drops::{DropCounts, DropSource};
+use crate::common::feedback::Feedback;
 use crate::common::lock::LockOrRecover;
 use crate::sinks::metrics::MqttStats;
-use crate::views::room::Room;
 
 /// What a message handed to rumqttc was, so its PubAck can be attributed.
 #[derive(Debug)]
@@ -83,7 +83,7 @@ pub(super) struct Shared {
     pub(super) window: usize,
     pub(super) broker: String,
     /// Where corrections go (`[room]` enabled).
-    pub(super) room: Option<Arc<Room>>,
+    pub(super) room: Option<Arc<dyn Feedback>>,
 }
 
 impl Shared {

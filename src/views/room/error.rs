@@ -4,12 +4,10 @@ use std::path::PathBuf;
 
 use thiserror::Error;
 
+use crate::common::feedback::Refusal;
+
 #[derive(Debug, Error)]
 pub enum RoomError {
-    #[error("room learning is off: set `[room] enabled = true` to accept corrections")]
-    Disabled,
-    #[error("bad label {0:?}: use \"sarcastic\" or \"not_sarcastic\"")]
-    BadLabel(String),
     #[error("event {id} is not held: the daemon keeps the last {kept} events of this stream ({held}); correct it with `sarcasmd feedback --events FILE --labels FILE`")]
     UnknownEvent { id: u64, kept: usize, held: String },
     #[error("event {id} was replaced by event {by} (the speaker went on): correct event {by}")]
@@ -47,14 +45,13 @@ impl RoomError {
         }
     }
 
-    /// How an HTTP or MQTT caller is answered: 400 for what it sent, 404 for what the
-    /// daemon does not hold, 409 for a state that refuses it, 500 for the store.
+    /// How an HTTP or MQTT caller is answered: 404 for what the daemon does not hold,
+    /// 409 for a state that refuses it, 500 for the store (400, for what it sent, is
+    /// refused before it reaches the room).
     pub fn status(&self) -> u16 {
         match self {
-            RoomError::BadLabel(_) => 400,
             RoomError::UnknownEvent { .. } | RoomError::UnknownCorrection(_) => 404,
-            RoomError::Disabled
-            | RoomError::Revised { .. }
+            RoomError::Revised { .. }
             | RoomError::AlreadyCorrected { .. }
             | RoomError::NoEmbedding { .. }
             | RoomError::NothingFlagged => 409,
@@ -62,16 +59,9 @@ impl RoomError {
         }
     }
 
-    /// The JSON answer's body: `{"reason", "error"}` (MQTT adds `status_code`).
-    pub fn answer(&self) -> serde_json::Value {
-        serde_json::json!({ "reason": self.reason(), "error": self.to_string() })
-    }
-
     /// A short machine-readable reason (`reason` in the JSON answers, the refusal metric's label).
     pub fn reason(&self) -> &'static str {
         match self {
-            RoomError::Disabled => "disabled",
-            RoomError::BadLabel(_) => "bad_label",
             RoomError::UnknownEvent { .. } => "unknown_event",
             RoomError::Revised { .. } => "revised",
             RoomError::AlreadyCorrected { .. } => "already_corrected",
@@ -80,5 +70,12 @@ impl RoomError {
             RoomError::UnknownCorrection(_) => "unknown_correction",
             RoomError::Store { .. } => "store",
         }
+    }
+}
+
+/// What the feedback routes answer (`crate::common::feedback`).
+impl From<RoomError> for Refusal {
+    fn from(e: RoomError) -> Self {
+        Refusal::new(e.status(), e.reason(), e.to_string())
     }
 }

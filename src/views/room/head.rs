@@ -13,8 +13,8 @@
 //! which is how a room undoes a mute by clicking.
 
 use super::config::RoomConfig;
-use super::label::Label;
 use super::store::Correction;
+use crate::common::feedback::Label;
 use crate::views::fusion::logit;
 
 /// How far below the operating point a muted line is put, in log-odds.

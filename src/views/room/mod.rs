@@ -8,14 +8,17 @@
 //! from the store and swapped in. The pipeline never waits for that: it reads the
 //! current head under a read lock, and the file is written on the caller's thread.
 //!
-//! Files: `config.rs` the `[room]` section; `label.rs` the labels; `error.rs` the
-//! refusals; `store.rs` the file; `head.rs` what a correction does to later scores;
-//! `recent.rs` the events a correction may name.
+//! The HTTP and MQTT routes and `/metrics` reach it through
+//! [`crate::common::feedback::Feedback`], which [`Room`] implements; the labels and
+//! answers they exchange are defined there too.
+//!
+//! Files: `config.rs` the `[room]` section; `error.rs` the refusals; `store.rs` the
+//! file; `head.rs` what a correction does to later scores; `recent.rs` the events a
+//! correction may name.
 
 pub mod config;
 pub mod error;
 pub mod head;
-pub mod label;
 pub mod recent;
 pub mod store;
 
@@ -23,14 +26,13 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-use serde::Serialize;
-
+use crate::common::feedback::{Feedback, Refusal};
 use crate::common::lock::LockOrRecover;
 
+pub use crate::common::feedback::{Label, Listed, Recorded, RoomStats};
 pub use config::RoomConfig;
 pub use error::RoomError;
 pub use head::{Adjusted, RoomHead};
-pub use label::Label;
 pub use recent::Seen;
 pub use store::{Correction, CorrectionStore};
 
@@ -42,42 +44,6 @@ pub const ROOM_HEAD_NAME: &str = "room-mute-v1";
 /// The room head's name with its count of corrections, for an event's `models`.
 pub fn head_label(corrections: usize) -> String {
     format!("{ROOM_HEAD_NAME} ({corrections} corrections)")
-}
-
-/// What a correction did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Recorded {
-    /// `recorded`, or `unchanged` when the event already had this label.
-    pub status: &'static str,
-    pub correction: u64,
-    pub event: u64,
-    pub label: Label,
-    /// Corrections the room head holds now.
-    pub corrections: usize,
-}
-
-impl Recorded {
-    /// 201 for a new correction, 200 for the same label again (HTTP and MQTT answer alike).
-    pub fn status_code(&self) -> u16 {
-        if self.status == "recorded" {
-            201
-        } else {
-            200
-        }
-    }
-}
-
-/// One correction as `GET /feedback` and `sarcasmd feedback --list` show it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Listed {
-    pub correction: u64,
-    pub event: u64,
-    pub label: Label,
-    pub source: String,
-    pub at_unix_ms: u64,
-    pub p_shipped: f32,
-    /// Only with `room.keep_transcripts`.
-    pub transcript: Option<String>,
 }
 
 impl From<&Correction> for Listed {
@@ -104,19 +70,6 @@ pub struct RoomCounts {
     pub refused: Mutex<BTreeMap<&'static str, u64>>,
 }
 
-/// The counts read at once.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct RoomStats {
-    pub corrections_held: u64,
-    pub sarcastic: u64,
-    pub not_sarcastic: u64,
-    pub refused: BTreeMap<&'static str, u64>,
-    pub refits: u64,
-    pub muted: u64,
-    pub dropped: u64,
-    pub lines_skipped: u64,
-}
-
 pub struct Room {
     cfg: RoomConfig,
     /// Keep transcripts in the store (`room.keep_transcripts` and transcripts on).
@@ -127,6 +80,26 @@ pub struct Room {
     head: RwLock<Arc<RoomHead>>,
     recent: Mutex<RecentEvents>,
     counts: RoomCounts,
+}
+
+/// The room as the feedback routes and `/metrics` see it; refusals keep their status,
+/// reason and message.
+impl Feedback for Room {
+    fn correct(&self, id: Option<u64>, label: Label, source: &str) -> Result<Recorded, Refusal> {
+        Room::correct(self, id, label, source).map_err(Refusal::from)
+    }
+    fn forget(&self, seq: u64) -> Result<Listed, Refusal> {
+        Room::forget(self, seq).map_err(Refusal::from)
+    }
+    fn list(&self) -> Vec<Listed> {
+        Room::list(self)
+    }
+    fn count_refused(&self, reason: &'static str) {
+        Room::count_refused(self, reason)
+    }
+    fn stats(&self) -> RoomStats {
+        Room::stats(self)
+    }
 }
 
 impl std::fmt::Debug for Room {

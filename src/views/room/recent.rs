@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use super::label::Label;
+use crate::common::feedback::Label;
 
 /// What the daemon keeps of one event until it is corrected or falls out.
 #[derive(Debug, Clone, PartialEq)]

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::error::RoomError;
-use super::label::Label;
+use crate::common::feedback::Label;
 
 /// The record format this version writes (and the newest it reads).
 pub const STORE_VERSION: u32 = 1;

@@ -3,7 +3,7 @@
 //! same count, none of them lists a drop the registry does not know, and the queue docs
 //! name every reason. Each output is built by the code the daemon uses: a real
 //! `run_stream` for the summary, `Metrics::encode` (the body `/metrics` serves) and
-//! `daemon::live_stats` (the payload of `<prefix>/<device>/stats`).
+//! `sinks::mqtt::stats::live_stats` (the payload of `<prefix>/<device>/stats`).
 
 mod common;
 
@@ -13,9 +13,9 @@ use std::time::Instant;
 
 use common::*;
 use sarcasmd::common::drops::{DropCounters, DropReason};
-use sarcasmd::daemon::live_stats;
 use sarcasmd::pipeline::Counters;
 use sarcasmd::sinks::metrics::Metrics;
+use sarcasmd::sinks::mqtt::stats::live_stats;
 
 /// A distinct count per reason, so a value read under the wrong name is caught too.
 fn count_of(i: usize) -> u64 {

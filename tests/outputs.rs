@@ -359,7 +359,7 @@ fn a_network_bind_without_a_token_is_refused_at_validation() {
 
     // The default is loopback.
     let def: sarcasmd::config::Config = sarcasmd::config::Config::default();
-    let addr: std::net::SocketAddr = def.http.bind.parse().unwrap();
+    let addr: std::net::SocketAddr = def.outputs.http.bind.parse().unwrap();
     assert!(addr.ip().is_loopback());
 }
 

@@ -20,6 +20,17 @@ impl FieldError {
             reason: reason.into(),
         }
     }
+
+    /// The error `e` under `field`, without the field name a module's own message
+    /// starts with (`http.token_file: ...`).
+    pub fn under(field: &'static str, e: impl std::fmt::Display) -> Self {
+        let msg = e.to_string();
+        let reason = msg
+            .strip_prefix(field)
+            .map(|r| r.trim_start_matches([':', ' ']))
+            .unwrap_or(&msg);
+        Self::new(field, reason.to_string())
+    }
 }
 
 /// Every problem found in a config, in file order, so that a file with three mistakes is

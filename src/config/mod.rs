@@ -2,17 +2,21 @@
 //!
 //! Every section has defaults so an empty file is a valid config; unknown keys are
 //! rejected so a typo never silently falls back to a default.
+//!
+//! Files: this one the file's sections and their checks; `sections.rs` how the file's
+//! tables are read (the outputs' through their own list, `crate::sinks::OutputsConfig`);
+//! `boards.rs` what each board class measured.
 
 pub mod boards;
+mod sections;
 
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::sinks::captions::CaptionsConfig;
-use crate::sinks::http::HttpConfig;
-use crate::sinks::mqtt::MqttConfig;
+pub use crate::sinks::event::OutputConfig;
+use crate::sinks::OutputsConfig;
 use crate::views::asr::AsrConfig;
 use crate::views::fusion::FusionConfig;
 use crate::views::prosody::ProsodyConfig;
@@ -44,8 +48,10 @@ pub enum ConfigError {
 /// `config::FieldError` goes on naming it.
 pub use crate::common::validate::{FieldError, Problems, Validate};
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
+/// The whole file: one table per stage, every table optional. The outputs besides the
+/// event stream are tables of the same level (`[http]`, `[mqtt]`, `[captions]`), listed
+/// by [`OutputsConfig`] and read by the visitor in `sections.rs`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Config {
     pub models: ModelsConfig,
     pub source: SourceConfig,
@@ -57,9 +63,9 @@ pub struct Config {
     pub fusion: FusionConfig,
     pub context: ContextConfig,
     pub output: OutputConfig,
-    pub captions: CaptionsConfig,
-    pub http: HttpConfig,
-    pub mqtt: MqttConfig,
+    /// Every output's section, each a table of its own in the file.
+    #[serde(flatten)]
+    pub outputs: OutputsConfig,
     pub budget: BudgetConfig,
     pub vision: VisionConfig,
     pub room: RoomConfig,
@@ -251,28 +257,6 @@ impl Default for ContextConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct OutputConfig {
-    /// `-` for stdout, otherwise a file that JSON lines are appended to.
-    pub events: String,
-    /// Include the transcript text in events, the overlay and MQTT (off = scores only,
-    /// for privacy; interim text and captions are then off too).
-    pub include_transcript: bool,
-    /// Also write interim `partial` lines (needs `asr.interim_every_ms`).
-    pub partials: bool,
-}
-
-impl Default for OutputConfig {
-    fn default() -> Self {
-        Self {
-            events: "-".into(),
-            include_transcript: true,
-            partials: false,
-        }
-    }
-}
-
 impl Config {
     /// Parse TOML text; `path` only names the origin in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
@@ -416,24 +400,7 @@ impl Config {
                 ),
             );
         }
-        self.captions
-            .check(self.output.include_transcript, problems);
-        if self.output.events != "-" {
-            let events = Path::new(&self.output.events);
-            for (field, p) in [
-                ("captions.vtt", &self.captions.vtt),
-                ("captions.srt", &self.captions.srt),
-            ] {
-                if p.as_deref() == Some(events) {
-                    problems.push(
-                        field,
-                        "is the same file as output.events: the JSON lines and the captions would interleave",
-                    );
-                }
-            }
-        }
-        self.http.check(problems);
-        self.mqtt.check(problems);
+        self.outputs.check(&self.output, problems);
     }
 }
 
@@ -599,7 +566,7 @@ mod tests {
         assert!(!c.output.include_transcript);
         // Sections added since then take their defaults: everything off.
         assert_eq!(c.asr.interim_every_ms, 0);
-        assert!(!c.output.partials && !c.http.enabled && !c.mqtt.enabled);
-        assert!(!c.captions.enabled());
+        assert!(!c.output.partials && !c.outputs.http.enabled && !c.outputs.mqtt.enabled);
+        assert!(!c.outputs.captions.enabled());
     }
 }

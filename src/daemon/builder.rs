@@ -24,9 +24,8 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use super::{
-    open_frames, open_source_parts, stdout_sink, stop_mqtt, DaemonError, DaemonReport, Outputs,
-};
+use super::{open_frames, open_source_parts, stdout_sink, DaemonError, DaemonReport};
+use crate::common::feedback::Feedback;
 use crate::common::lock::LockOrRecover;
 use crate::config::{Config, SourceConfig};
 use crate::daemon::room_watch::StoreWatch;
@@ -34,8 +33,8 @@ use crate::daemon::service;
 use crate::pipeline::{self, Engine, PipelineError, RunOptions};
 use crate::sinks::event::{EventSink, GapEvent, PartialEvent, UtteranceEvent};
 use crate::sinks::file::{EventsFile, SharedEventsFile};
-use crate::sinks::mqtt::{MqttConfig, MqttSink};
-use crate::sinks::SinkSet;
+use crate::sinks::output::{End, Lasting, State};
+use crate::sinks::{Outputs, SinkSet, StreamOutputs};
 use crate::sources::audio::{AudioError, AudioSource};
 use crate::views::room::{Room, RoomConfig};
 
@@ -58,7 +57,7 @@ impl Daemon {
             reload: Arc::new(AtomicBool::new(false)),
             events_file: None,
             events_lost: Vec::new(),
-            mqtt: None,
+            kept: Vec::new(),
             room: None,
             streams: 0,
         }
@@ -99,9 +98,10 @@ pub struct DaemonBuilder {
     events_file: Option<Arc<Mutex<EventsFile>>>,
     /// Why earlier events files (before a reload changed the path) lost lines.
     events_lost: Vec<std::io::Error>,
-    /// The MQTT sink, kept across reloads while `[mqtt]` stays the same, so that events
-    /// it holds for a broker that is down or stalled at a reload are not dropped.
-    mqtt: Option<(MqttConfig, Arc<MqttSink>)>,
+    /// What outputs of the last stream keep for the next (the MQTT connection, while
+    /// `[mqtt]` stays the same, so that events it holds for a broker that is down or
+    /// stalled at a reload are not dropped).
+    kept: Vec<Box<dyn Lasting>>,
     /// The room head and its store, kept across reloads while `[room]` stays the same
     /// (the events a correction may name are forgotten at each new stream), with the
     /// watch that picks up what `sarcasmd feedback` writes (stopped when dropped).
@@ -212,13 +212,9 @@ impl DaemonBuilder {
                 self.run_once(&cfg, stop.clone(), &started, None, shared)
             }
         };
-        if let Some((_, m)) = self.mqtt.take() {
-            let grace = if self.stop.load(Ordering::Relaxed) {
-                Duration::from_millis(500)
-            } else {
-                Duration::from_secs(2)
-            };
-            stop_mqtt(m, grace);
+        let grace = self.grace();
+        for k in std::mem::take(&mut self.kept) {
+            k.stop(grace);
         }
         let closed = self.close_events();
         match (r, closed) {
@@ -230,6 +226,17 @@ impl DaemonBuilder {
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// How long outputs may take to deliver what they hold at the end of a stream: short
+    /// when a signal asked the process to stop (systemd expects it gone within 2 s of
+    /// SIGTERM).
+    fn grace(&self) -> Duration {
+        if self.stop.load(Ordering::Relaxed) {
+            Duration::from_millis(500)
+        } else {
+            Duration::from_secs(2)
         }
     }
 
@@ -435,21 +442,25 @@ impl DaemonBuilder {
             }
         };
         log::info!("source: {}", source.describe());
-        let (room, room_kept) = self.room_for(cfg)?;
-        let kept = match self.mqtt.take() {
-            // The sink holds the room it hands corrections to: a new room, a new sink.
-            Some((c, m)) if cfg.mqtt.enabled && c == cfg.mqtt && room_kept => Some(m),
-            Some((_, m)) => {
-                stop_mqtt(m, Duration::from_secs(2));
-                None
-            }
-            None => None,
-        };
-        let outputs = Outputs::start(cfg, kept, room.clone())?;
+        let (room, same_room) = self.room_for(cfg)?;
+        let counters = Arc::new(pipeline::Counters::default());
+        let feedback = room.clone().map(|r| r as Arc<dyn Feedback>);
+        let sections = cfg.outputs.kinds();
+        let mut outputs = Outputs::start(
+            StreamOutputs {
+                sections: &sections,
+                output: &cfg.output,
+                asr_model: &cfg.asr.model,
+                counters: &counters,
+                feedback: feedback.as_ref(),
+                same_feedback: same_room,
+            },
+            std::mem::take(&mut self.kept),
+        )?;
         if let Some(m) = mic_counters {
-            outputs.counters.drops.attach(m);
+            counters.drops.attach(m);
         }
-        outputs.status("loading");
+        outputs.state(State::Loading);
         let engine = match &self.engine {
             Some(e) => e.clone(),
             None => Arc::new(Engine::load(cfg)?),
@@ -459,9 +470,9 @@ impl DaemonBuilder {
             engine.load_ms,
             engine.models
         );
-        if let Some(m) = &outputs.metrics {
-            m.set_model_load_seconds(engine.load_ms / 1000.0);
-        }
+        outputs
+            .reports()
+            .set_model_load_seconds(engine.load_ms / 1000.0);
         if let Some(r) = &room {
             // Corrections made with another text encoder cannot be compared with this one's.
             r.set_text_encoder(engine.models.get("text_encoder").cloned());
@@ -469,14 +480,15 @@ impl DaemonBuilder {
         }
         let primary: Box<dyn EventSink> = match &self.sink {
             Some(s) => Box::new(s.clone()),
-            None => self.events_sink(cfg, outputs.counters.clone()),
+            None => self.events_sink(cfg, counters.clone()),
         };
-        let sink = outputs.sinks(cfg, primary)?;
         Ok(Built {
             source,
             outputs,
+            counters,
+            room,
             engine,
-            sink,
+            primary,
         })
     }
 
@@ -494,12 +506,14 @@ impl DaemonBuilder {
     ) -> Result<DaemonReport, DaemonError> {
         let Built {
             source,
-            outputs,
+            mut outputs,
+            counters,
+            room,
             engine,
-            mut sink,
+            primary,
         } = self.build(cfg)?;
         let engine: &Engine = &engine;
-        let http_addr = outputs.server.as_ref().map(|s| s.local_addr());
+        let http_addr = outputs.listening();
         let realtime = self.realtime.unwrap_or(matches!(
             cfg.source,
             SourceConfig::Wav { realtime: true, .. }
@@ -507,15 +521,13 @@ impl DaemonBuilder {
         let opts = RunOptions {
             realtime,
             // The room head compares text embeddings and stores prosody.
-            with_features: outputs.room.is_some(),
-            room: outputs.room.clone(),
+            with_features: room.is_some(),
+            room,
             stop,
-            counters: outputs.counters.clone(),
+            counters: counters.clone(),
             ..Default::default()
         };
-        let ticker_done = Arc::new(AtomicBool::new(false));
-        let ticker = outputs.spawn_stats_ticker(cfg, ticker_done.clone());
-        outputs.status("running");
+        outputs.state(State::Running);
         started.store(true, Ordering::Relaxed);
         let running = format!(
             "running: {} ({} ms to load models){}",
@@ -526,34 +538,31 @@ impl DaemonBuilder {
         service::ready(&running);
         // A note is only set when the previous config starts again after a failed reload.
         shared.started(http_addr, engine.load_ms, note.is_some());
-        let watchdog = service::Watchdog::start(outputs.counters.clone());
-        let status_watch = service::StatusWatch::start(outputs.counters.clone(), running);
+        let watchdog = service::Watchdog::start(counters.clone());
+        let status_watch = service::StatusWatch::start(counters.clone(), running);
         let cpu0 = crate::common::resources::cpu_seconds();
         let frames_stop = Arc::new(AtomicBool::new(false));
-        let frames = open_frames(cfg, &outputs.counters, frames_stop.clone());
+        let frames = open_frames(cfg, &counters, frames_stop.clone());
         let opts = RunOptions {
             frame_source_stop: Some(frames_stop),
             ..opts
         };
+        let mut sink = SinkSet::new(primary, &mut outputs);
         let result = pipeline::run_stream_av(engine, cfg, source, frames, &mut sink, &opts);
         // A reload starts a new stream in this process: give the old one's memory back.
         crate::common::resources::release_freed_memory();
         drop(watchdog);
         drop(status_watch);
         let stream_cpu_s = crate::common::resources::cpu_seconds() - cpu0;
-        ticker_done.store(true, Ordering::Relaxed);
-        if let Some(t) = ticker {
-            let _ = t.join();
-        }
         drop(sink);
-        let grace = if self.stop.load(Ordering::Relaxed) {
-            Duration::from_millis(500)
-        } else {
-            Duration::from_secs(2)
-        };
-        if let Some(m) = outputs.finish(result.as_ref().ok(), grace) {
-            self.mqtt = Some((cfg.mqtt.clone(), m));
-        }
+        let stats = result
+            .as_ref()
+            .ok()
+            .map(|st| serde_json::to_value(st).unwrap_or_default());
+        self.kept = outputs.finish(&End {
+            stats: stats.as_ref(),
+            grace: self.grace(),
+        });
         self.streams += 1;
         if let Ok(st) = &result {
             // One line per stream: what a reload ended is otherwise in no summary.
@@ -588,8 +597,11 @@ impl DaemonBuilder {
 struct Built {
     source: Box<dyn AudioSource>,
     outputs: Outputs,
+    counters: Arc<pipeline::Counters>,
+    room: Option<Arc<Room>>,
     engine: Arc<Engine>,
-    sink: SinkSet,
+    /// The event stream (`output.events`, or the caller's sink).
+    primary: Box<dyn EventSink>,
 }
 
 /// A config file parsed, validated and preflighted (what a reload must pass).

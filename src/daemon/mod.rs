@@ -7,9 +7,9 @@
 //! on, the unit under a notify socket) start the binary.
 //!
 //! This module keeps what one run is made of: opening the configured source, frames and
-//! event sink, and the outputs besides the event stream ([`Outputs`]); [`builder`] runs
-//! them, once or as the reloading service. Imports go one way: `builder` uses this
-//! module, this module does not use `builder`.
+//! event sink; the outputs besides the event stream are `crate::sinks::Outputs`, started
+//! from their sections. [`builder`] runs them, once or as the reloading service. Imports
+//! go one way: `builder` uses this module, this module does not use `builder`.
 
 pub mod builder;
 pub mod preflight;
@@ -22,18 +22,12 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
-use crate::common::drops::{DropDelta, DropReason};
-use crate::common::feedback::Feedback;
 use crate::config::{Config, ConfigError, SourceConfig};
 use crate::pipeline::{Counters, EngineError, PipelineError, RunStats};
-use crate::sinks::captions::CaptionWriter;
 use crate::sinks::event::{EventSink, JsonLinesSink};
 #[cfg(doc)]
 use crate::sinks::file::EventsFile;
-use crate::sinks::http::{HttpError, HttpServer, Hub};
-use crate::sinks::metrics::Metrics;
-use crate::sinks::mqtt::{MqttError, MqttSink};
-use crate::sinks::SinkSet;
+use crate::sinks::output::StartError;
 use crate::sources::audio::{
     AudioError, AudioSource, MicCounters, MicOpener, MicOptions, PcmReaderSource,
     ReconnectingSource, WavSource,
@@ -42,7 +36,6 @@ use crate::sources::video::{
     CameraOpener, CameraOptions, FileVideoOptions, FileVideoSource, FrameSource,
     ReconnectingFrameSource, VideoError, MAX_FPS,
 };
-use crate::views::room::Room;
 use crate::views::vision::VisionSourceConfig;
 
 #[derive(Debug, Error)]
@@ -55,10 +48,10 @@ pub enum DaemonError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Pipeline(#[from] PipelineError),
+    /// An output besides the event stream could not start (a port in use, an
+    /// unreadable secret).
     #[error(transparent)]
-    Http(#[from] HttpError),
-    #[error(transparent)]
-    Mqtt(#[from] MqttError),
+    Output(#[from] StartError),
     #[error(transparent)]
     Room(#[from] crate::views::room::RoomError),
     #[error(transparent)]
@@ -88,7 +81,7 @@ impl DaemonError {
             | DaemonError::Manifest(_)
             | DaemonError::VideoFile(_) => EXIT_BAD_INPUT,
             // Unreadable token/password/CA files are configuration mistakes too.
-            DaemonError::Http(HttpError::TokenFile { .. }) | DaemonError::Mqtt(_) => EXIT_BAD_INPUT,
+            DaemonError::Output(StartError::BadInput(_)) => EXIT_BAD_INPUT,
             DaemonError::Pipeline(PipelineError::Audio(_)) => EXIT_BAD_INPUT,
             DaemonError::Engine(_) => EXIT_MODELS,
             DaemonError::Preflight(crate::daemon::preflight::PreflightError::Config(_)) => {
@@ -222,204 +215,4 @@ pub struct DaemonReport {
     pub model_load_ms: f64,
     /// Where the HTTP listener was bound (the real port when `http.bind` asked for 0).
     pub http_addr: Option<std::net::SocketAddr>,
-}
-
-/// The outputs besides the JSON-lines stream, started before the models load so an
-/// overlay or a broker sees the daemon come up (status `loading`, then `running`).
-struct Outputs {
-    counters: Arc<Counters>,
-    metrics: Option<Arc<Metrics>>,
-    hub: Option<Arc<Hub>>,
-    server: Option<HttpServer>,
-    mqtt: Option<Arc<MqttSink>>,
-    room: Option<Arc<Room>>,
-}
-
-impl Outputs {
-    /// `kept`: the MQTT sink of the previous stream, when a reload left `[mqtt]` as it
-    /// was (see [`stop_mqtt`] for the end of one).
-    fn start(
-        cfg: &Config,
-        kept: Option<Arc<MqttSink>>,
-        room: Option<Arc<Room>>,
-    ) -> Result<Self, DaemonError> {
-        let counters = Arc::new(Counters::default());
-        let device = cfg.mqtt.device_id();
-        let feedback = room.clone().map(|r| r as Arc<dyn Feedback>);
-        let (mut metrics, mut hub, mut server) = (None, None, None);
-        if cfg.http.enabled {
-            let m = cfg.http.metrics.then(|| {
-                Arc::new(Metrics::new(
-                    counters.clone(),
-                    &[
-                        ("asr_model", cfg.asr.model.clone()),
-                        ("device", device.clone()),
-                    ],
-                ))
-            });
-            let h = Hub::new(&cfg.http, &device);
-            counters.drops.attach(h.clone());
-            if let Some(m) = &m {
-                m.attach_hub(h.clone());
-                if let Some(r) = &room {
-                    m.attach_room(r.clone());
-                }
-            }
-            server = Some(HttpServer::start(
-                &cfg.http,
-                h.clone(),
-                m.clone(),
-                &cfg.captions,
-                feedback.clone(),
-            )?);
-            metrics = m;
-            hub = Some(h);
-        }
-        let mqtt = match kept {
-            // Its counts so far belong to earlier streams.
-            Some(m) => {
-                counters
-                    .drops
-                    .attach(Arc::new(DropDelta::new(m.drop_source())));
-                Some(m)
-            }
-            None if cfg.mqtt.enabled => {
-                let m = MqttSink::start_with(&cfg.mqtt, feedback)?;
-                counters.drops.attach(m.drop_source());
-                Some(Arc::new(m))
-            }
-            None => None,
-        };
-        Ok(Self {
-            counters,
-            metrics,
-            hub,
-            server,
-            mqtt,
-            room,
-        })
-    }
-
-    fn status(&self, state: &str) {
-        if let Some(h) = &self.hub {
-            // The source was opened before any status is sent; it is down once the run
-            // has finished (live device faults will report here too).
-            let audio = if state == "finished" { "down" } else { "up" };
-            h.status(
-                serde_json::json!({
-                    "type": "status", "state": state, "audio": audio, "camera": "absent",
-                })
-                .to_string(),
-            );
-        }
-    }
-
-    fn sinks(&self, cfg: &Config, primary: Box<dyn EventSink>) -> Result<SinkSet, DaemonError> {
-        let mut set = SinkSet::new(primary);
-        if cfg.captions.enabled() {
-            set = set.with_captions(CaptionWriter::create_or_retry(&cfg.captions));
-        }
-        if let Some(h) = &self.hub {
-            set = set.with_hub(h.clone());
-        }
-        if let Some(m) = &self.mqtt {
-            set = set.with_mqtt(m.clone());
-        }
-        if let Some(m) = &self.metrics {
-            set = set.with_metrics(m.clone());
-        }
-        Ok(set)
-    }
-
-    /// Periodic stats on MQTT (`mqtt.stats_interval_s`), until `done` is set.
-    fn spawn_stats_ticker(
-        &self,
-        cfg: &Config,
-        done: Arc<AtomicBool>,
-    ) -> Option<std::thread::JoinHandle<()>> {
-        let mqtt = self.mqtt.clone()?;
-        let every = Duration::from_secs(cfg.mqtt.stats_interval_s as u64);
-        if every.is_zero() {
-            return None;
-        }
-        let counters = self.counters.clone();
-        let metrics = self.metrics.clone();
-        let started = Instant::now();
-        std::thread::Builder::new()
-            .name("stats".into())
-            .spawn(move || {
-                let mut next = started + every;
-                while !done.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(100));
-                    if let Some(m) = &metrics {
-                        m.set_mqtt(mqtt.stats());
-                    }
-                    if Instant::now() >= next {
-                        next += every;
-                        let s = live_stats(&counters, started);
-                        mqtt.publish_stats(s.to_string().as_bytes());
-                    }
-                }
-            })
-            .ok()
-    }
-
-    /// Tell every client the stream is over and stop the listeners. The MQTT sink is
-    /// handed back, to be kept for the next stream or stopped ([`stop_mqtt`]): a
-    /// reload must not drop the events it holds for a broker that is down.
-    fn finish(mut self, stats: Option<&RunStats>, grace: Duration) -> Option<Arc<MqttSink>> {
-        self.status("finished");
-        let mqtt = self.mqtt.take();
-        if let (Some(m), Some(st)) = (&mqtt, stats) {
-            let mut v = serde_json::to_value(st).unwrap_or_default();
-            v["type"] = "final_stats".into();
-            m.publish_stats(v.to_string().as_bytes());
-        }
-        if let Some(s) = self.server.take() {
-            s.shutdown(grace.min(Duration::from_millis(500)));
-        }
-        mqtt
-    }
-}
-
-/// The end of an MQTT sink: deliver what is queued within `grace` (short when a signal
-/// asked us to stop: systemd expects the process gone within 2 s of SIGTERM), then say
-/// what it did; events still unacknowledged are counted as `mqtt_unsent_at_stop`.
-pub(crate) fn stop_mqtt(mqtt: Arc<MqttSink>, grace: Duration) {
-    match Arc::try_unwrap(mqtt) {
-        Ok(m) => {
-            let s = m.shutdown(grace);
-            log::info!(
-                "mqtt: {} events published (acknowledged), {} failed (connection closed \
-                 before the acknowledgement; re-sent), {} reconnect attempts, {} dropped \
-                 (offline queue full), {} unsent at stop",
-                s.published,
-                s.failed,
-                s.reconnect_attempts,
-                s.drops.get(DropReason::MqttOfflineQueueFull),
-                s.drops.get(DropReason::MqttUnsentAtStop)
-            );
-        }
-        Err(_) => {
-            log::warn!("mqtt: still shared at shutdown; not waiting for acknowledgements")
-        }
-    }
-}
-
-/// Counters as JSON for the MQTT stats topic. `dropped` is every registered drop
-/// ([`crate::common::drops::DropReason`]) by the name the run summary and `/metrics` use.
-pub fn live_stats(c: &Counters, started: Instant) -> serde_json::Value {
-    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    let audio_s = get(&c.samples_in) as f64 / crate::sources::audio::PIPELINE_RATE_HZ as f64;
-    let cpu_s = crate::common::resources::cpu_seconds();
-    serde_json::json!({
-        "type": "stats",
-        "uptime_s": started.elapsed().as_secs_f64(),
-        "audio_s": audio_s,
-        "cpu_s_per_audio_s": crate::common::resources::per_audio_second(cpu_s, audio_s),
-        "utterances": get(&c.utterances),
-        "events": get(&c.events),
-        "dropped": c.drops.snapshot(),
-        "peak_rss_mb": crate::common::resources::peak_rss_mb(),
-    })
 }

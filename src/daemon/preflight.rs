@@ -80,11 +80,9 @@ fn check_with(cfg: &Config, outputs: Outputs) -> Result<(), PreflightError> {
             }
         }
     }
-    for (field, path) in [
-        ("captions.vtt", &cfg.captions.vtt),
-        ("captions.srt", &cfg.captions.srt),
-    ] {
-        if let Some(p) = path {
+    let kinds = cfg.outputs.kinds();
+    for k in &kinds {
+        for (field, p) in k.files().writes {
             config.add(output_file(field, p, outputs));
         }
     }
@@ -92,24 +90,8 @@ fn check_with(cfg: &Config, outputs: Outputs) -> Result<(), PreflightError> {
         config.add(room_store(&cfg.room.store));
     }
     config.extend(outputs_not_inputs(cfg));
-    if cfg.http.enabled {
-        if let Some(p) = &cfg.http.token_file {
-            if let Err(e) = crate::sinks::http::read_token_file(p) {
-                config.add(Err(field_error("http.token_file", e)));
-            }
-        }
-    }
-    if cfg.mqtt.enabled {
-        if let (Some(_), Some(p)) = (&cfg.mqtt.username, &cfg.mqtt.password_file) {
-            if let Err(e) = crate::sinks::mqtt::read_password_file(p) {
-                config.add(Err(field_error("mqtt.password_file", e)));
-            }
-        }
-        if let Some(tls) = &cfg.mqtt.tls {
-            if let Err(e) = crate::sinks::mqtt::rustls_config(tls) {
-                config.add(Err(field_error("mqtt.tls", e)));
-            }
-        }
+    for k in &kinds {
+        k.preflight(&mut config);
     }
     let mut models_missing = Problems::default();
     models_missing.add(models(
@@ -132,13 +114,8 @@ fn output_paths(cfg: &Config) -> Vec<(&'static str, &Path)> {
     if cfg.output.events != "-" {
         out.push(("output.events", Path::new(cfg.output.events.as_str())));
     }
-    for (field, p) in [
-        ("captions.vtt", &cfg.captions.vtt),
-        ("captions.srt", &cfg.captions.srt),
-    ] {
-        if let Some(p) = p {
-            out.push((field, p.as_path()));
-        }
+    for k in cfg.outputs.kinds() {
+        out.extend(k.files().writes);
     }
     if cfg.room.enabled {
         out.push(("room.store", cfg.room.store.as_path()));
@@ -159,21 +136,9 @@ fn input_paths(cfg: &Config) -> Vec<(String, std::path::PathBuf)> {
     if let VisionSourceConfig::File { path, .. } = &cfg.vision.source {
         add("vision.source.path", path);
     }
-    if let Some(p) = &cfg.http.token_file {
-        add("http.token_file", p);
-    }
-    if let Some(p) = &cfg.mqtt.password_file {
-        add("mqtt.password_file", p);
-    }
-    if let Some(tls) = &cfg.mqtt.tls {
-        add("mqtt.tls.ca_file", &tls.ca_file);
-        for (what, p) in [
-            ("mqtt.tls.client_cert", &tls.client_cert),
-            ("mqtt.tls.client_key", &tls.client_key),
-        ] {
-            if let Some(p) = p {
-                add(what, p);
-            }
+    for k in cfg.outputs.kinds() {
+        for (what, p) in k.files().reads {
+            add(what, p);
         }
     }
     let heads = cfg.fusion.heads_dir();
@@ -210,16 +175,6 @@ fn outputs_not_inputs(cfg: &Config) -> Problems {
         earlier.push((field.to_string(), out));
     }
     problems
-}
-
-/// The error under `field`, without the field name the sink's own message starts with.
-fn field_error(field: &'static str, e: impl std::fmt::Display) -> FieldError {
-    let msg = e.to_string();
-    let reason = msg
-        .strip_prefix(field)
-        .map(|r| r.trim_start_matches([':', ' ']))
-        .unwrap_or(&msg);
-    FieldError::new(field, reason.to_string())
 }
 
 fn input_file(field: &'static str, path: &Path) -> Result<(), FieldError> {

@@ -1,13 +1,36 @@
-//! The event schema (one JSON object per line, see `docs/events.md`) and the JSON-lines
-//! sink.
+//! The event schema (one JSON object per line, see `docs/events.md`), the JSON-lines
+//! sink and its section of the config file (`[output]`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::common::asr_segment::AsrSegment;
 use crate::common::extras::Extras;
+
+/// `[output]`: the event stream, the primary output (its failure stops the run).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// `-` for stdout, otherwise a file that JSON lines are appended to.
+    pub events: String,
+    /// Include the transcript text in events, the overlay and MQTT (off = scores only,
+    /// for privacy; interim text and captions are then off too).
+    pub include_transcript: bool,
+    /// Also write interim `partial` lines (needs `asr.interim_every_ms`).
+    pub partials: bool,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        Self {
+            events: "-".into(),
+            include_transcript: true,
+            partials: false,
+        }
+    }
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Views {

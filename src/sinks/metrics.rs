@@ -96,8 +96,45 @@ pub struct Metrics {
     stage_latency: HistogramFamily,
     events: Family<Labels, Counter>,
     flags: Counter,
-    sink_errors: Family<Labels, Counter>,
     live: Arc<LiveCollector>,
+}
+
+/// What the outputs and the daemon report for `/metrics` besides the pipeline's
+/// counters, kept for each stream whether or not `/metrics` is served: MQTT's delivery
+/// state (the MQTT output sets it), the model load time (the daemon), and each output's
+/// failed writes (the set that holds the outputs counts them). [`Metrics`] reads it.
+#[derive(Debug)]
+pub struct Reports {
+    mqtt: Mutex<Option<MqttStats>>,
+    model_load_s: Mutex<Option<f64>>,
+    sink_errors: Family<Labels, Counter>,
+}
+
+impl Default for Reports {
+    fn default() -> Self {
+        Self {
+            mqtt: Mutex::new(None),
+            model_load_s: Mutex::new(None),
+            sink_errors: Family::default(),
+        }
+    }
+}
+
+impl Reports {
+    pub fn set_mqtt(&self, stats: MqttStats) {
+        *self.mqtt.lock_or_recover() = Some(stats);
+    }
+
+    pub fn set_model_load_seconds(&self, s: f64) {
+        *self.model_load_s.lock_or_recover() = Some(s);
+    }
+
+    /// A write `sink` could not complete (`sarcasmd_sink_errors_total{sink}`).
+    pub fn sink_error(&self, sink: &'static str) {
+        self.sink_errors
+            .get_or_create(&vec![("sink", sink.to_string())])
+            .inc();
+    }
 }
 
 impl fmt::Debug for Metrics {
@@ -111,15 +148,23 @@ impl fmt::Debug for Metrics {
 struct LiveCollector {
     counters: Arc<Counters>,
     hub: OnceLock<Arc<dyn ListenerStats>>,
-    mqtt: Mutex<Option<MqttStats>>,
+    reports: Arc<Reports>,
     room: OnceLock<Arc<dyn Feedback>>,
-    model_load_s: Mutex<Option<f64>>,
     started: std::time::Instant,
 }
 
 impl Metrics {
     /// `build` labels go into `sarcasmd_build_info` (version, models, profile).
     pub fn new(counters: Arc<Counters>, build: &[(&'static str, String)]) -> Self {
+        Self::reading(counters, build, Arc::new(Reports::default()))
+    }
+
+    /// [`Metrics::new`] showing what the outputs and the daemon put in `reports`.
+    pub fn reading(
+        counters: Arc<Counters>,
+        build: &[(&'static str, String)],
+        reports: Arc<Reports>,
+    ) -> Self {
         let mut registry = Registry::with_prefix("sarcasmd");
         let stage_latency: HistogramFamily = Family::new_with_constructor(latency_histogram);
         registry.register(
@@ -139,11 +184,10 @@ impl Metrics {
             "Utterances flagged sarcastic (p_sarcastic >= threshold)",
             flags.clone(),
         );
-        let sink_errors = Family::<Labels, Counter>::default();
         registry.register(
             "sink_errors",
             "Writes a secondary sink (captions, MQTT) could not complete; the daemon keeps running",
-            sink_errors.clone(),
+            reports.sink_errors.clone(),
         );
         let mut info: Labels = vec![("version", env!("CARGO_PKG_VERSION").to_string())];
         info.extend(build.iter().cloned());
@@ -151,9 +195,8 @@ impl Metrics {
         let live = Arc::new(LiveCollector {
             counters,
             hub: OnceLock::new(),
-            mqtt: Mutex::new(None),
+            reports,
             room: OnceLock::new(),
-            model_load_s: Mutex::new(None),
             started: std::time::Instant::now(),
         });
         registry.register_collector(Box::new(live.clone()));
@@ -162,7 +205,6 @@ impl Metrics {
             stage_latency,
             events,
             flags,
-            sink_errors,
             live,
         }
     }
@@ -176,12 +218,8 @@ impl Metrics {
         let _ = self.live.room.set(room);
     }
 
-    pub fn set_model_load_seconds(&self, s: f64) {
-        *self.live.model_load_s.lock_or_recover() = Some(s);
-    }
-
     pub fn set_mqtt(&self, stats: MqttStats) {
-        *self.live.mqtt.lock_or_recover() = Some(stats);
+        self.live.reports.set_mqtt(stats);
     }
 
     pub fn observe_utterance(&self, ev: &UtteranceEvent) {
@@ -201,12 +239,6 @@ impl Metrics {
     pub fn observe_partial(&self) {
         self.events
             .get_or_create(&vec![("type", "partial".to_string())])
-            .inc();
-    }
-
-    pub fn sink_error(&self, sink: &'static str) {
-        self.sink_errors
-            .get_or_create(&vec![("sink", sink.to_string())])
             .inc();
     }
 
@@ -421,7 +453,7 @@ impl Collector for LiveCollector {
             )?;
         }
         let clients = self.hub.get().map_or(0, |h| h.clients());
-        let mqtt = self.mqtt.lock_or_recover().clone();
+        let mqtt = self.reports.mqtt.lock_or_recover().clone();
         encode_drops(&mut enc, &c.drops.snapshot())?;
         let v = &c.vision;
         family(
@@ -559,7 +591,7 @@ impl Collector for LiveCollector {
         if let Some(r) = self.room.get() {
             encode_room(&mut enc, &r.stats())?;
         }
-        if let Some(s) = *self.model_load_s.lock_or_recover() {
+        if let Some(s) = *self.reports.model_load_s.lock_or_recover() {
             gauge(
                 &mut enc,
                 "model_load_seconds",

@@ -38,7 +38,8 @@
 //! `access.rs` the checks run on each request (one `Host`, the host rule, the token);
 //! `app_state.rs` what the handlers are given; `handlers.rs` the routes; `feedback.rs`
 //! corrections of events (`POST /events/{id}/feedback`); `slots.rs` the connection
-//! slots; `error.rs` the error type.
+//! slots; `error.rs` the error type; `output.rs` the listener as one of the daemon's
+//! outputs (started with each stream, given its events).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -68,6 +69,7 @@ mod feedback;
 mod handlers;
 mod host_rule;
 mod hub;
+mod output;
 mod slots;
 
 use access::*;

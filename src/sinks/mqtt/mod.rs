@@ -53,7 +53,9 @@
 //! `config.rs` the `[mqtt]` section and its checks; `connection.rs` the client thread
 //! (event loop, reconnect pacing, what each broker packet does to the state); `tls.rs`;
 //! `discovery.rs` (Home Assistant); `feedback.rs` corrections coming in on
-//! `<prefix>/<device>/feedback` (with `[room]`); `tests.rs`.
+//! `<prefix>/<device>/feedback` (with `[room]`); `stats.rs` the stats topic's payload and
+//! ticker; `output.rs` MQTT as one of the daemon's outputs (kept across a reload while
+//! `[mqtt]` stays the same); `tests.rs`.
 
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -88,7 +90,9 @@ mod connection;
 mod discovery;
 mod error;
 mod feedback;
+mod output;
 mod state;
+pub mod stats;
 mod status;
 #[cfg(test)]
 mod tests;

@@ -14,24 +14,30 @@
 //!   other, directly or through others;
 //! - folders: `src/`'s folders import only the ones on a level before theirs in
 //!   [`FOLDER_LEVELS`], the order the data flows in (lib.rs's Layout section says the
-//!   same in prose); the two folders of one level (`views` and `sinks`) import each
-//!   other in neither direction.
+//!   same in prose); two folders of one level (`views` and `sinks`, `tools` and
+//!   `daemon`) import each other in neither direction.
+//!
+//! The binary is read too (issue 50): `main.rs` and the modules it declares (`cli/`)
+//! are nodes like the library's, their `sarcasmd::` paths edges into the library and
+//! their `crate::`, `super::` and (in main.rs) `cli::` paths edges within the binary.
 //!
 //! When this fails it prints the loop or the edge; break it by moving the shared piece
 //! into a leaf below both sides (as `common::{validate, words, counters, drops, shed}` are).
 
-/// `src/`'s folders by level, lowest first: a folder may import only folders of a level
-/// before its own. The views (what an utterance becomes) and the sinks (where events go)
-/// stand side by side: what both need (the room's corrections as the outputs see them,
-/// the parts of an event the views make) lives in `common`.
-const FOLDER_LEVELS: [&[&str]; 7] = [
+/// `src/`'s folders by level, lowest first, the binary's (`cli`, then `main.rs`) on top:
+/// a folder may import only folders of a level before its own. Side by side: the views
+/// (what an utterance becomes) and the sinks (where events go), whose shared pieces (the
+/// room's corrections as the outputs see them, the parts of an event the views make)
+/// live in `common`; and the offline tools and the daemon, which never runs them.
+const FOLDER_LEVELS: [&[&str]; 8] = [
     &["common"],
     &["sources"],
     &["views", "sinks"],
     &["config"],
     &["pipeline"],
-    &["tools"],
-    &["daemon"],
+    &["tools", "daemon"],
+    &["cli"],
+    &["main"],
 ];
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -175,27 +181,92 @@ fn resolve(path: &str, modules: &BTreeSet<String>) -> Option<String> {
     modules.contains(segs[0]).then(|| segs[0].to_string())
 }
 
-fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
-    let mut files = Vec::new();
-    rust_files(src, &mut files);
-    let binary_modules: BTreeSet<String> = std::fs::read_to_string(src.join("main.rs"))
+/// The binary's own modules: `mod x;` in main.rs (their `crate::` is the binary).
+fn binary_modules(src: &Path) -> BTreeSet<String> {
+    std::fs::read_to_string(src.join("main.rs"))
         .unwrap_or_default()
         .lines()
         .filter_map(|l| l.trim().strip_prefix("mod "))
         .filter_map(|l| l.strip_suffix(';'))
         .map(str::to_string)
+        .collect()
+}
+
+/// What a file names, each as a path from its crate's root. A library file: its
+/// `crate::` paths. A binary file (main.rs and the modules it declares): its
+/// `sarcasmd::` paths (the library) and its `crate::` paths; in main.rs also the paths
+/// through its own modules (`cli::run::Args`). The library's folders and the binary's
+/// (`main`, `cli`) have different names, so both live in one graph. `super::` paths are
+/// given apart, made absolute from the file's module path `at`.
+fn named_paths(
+    code: &str,
+    at: &str,
+    binary: bool,
+    bins: &BTreeSet<String>,
+) -> (BTreeSet<String>, Vec<String>) {
+    let mut found = crate_paths(code);
+    if binary {
+        found.extend(
+            paths_after(code, "sarcasmd::")
+                .into_iter()
+                .filter(|p| !p.is_empty()),
+        );
+        if at == "main" {
+            for b in bins {
+                found.extend(
+                    paths_after(code, &format!("{b}::"))
+                        .into_iter()
+                        .map(|p| format!("{b}::{p}")),
+                );
+            }
+        }
+    }
+    let parent = at.rsplit_once("::").map_or("", |(p, _)| p);
+    let supers = super_paths(code)
+        .iter()
+        .map(|p| {
+            let mut base = parent.to_string();
+            let mut rest = p.as_str();
+            while let Some(r) = rest
+                .strip_prefix("super::")
+                .or_else(|| (rest == "super").then_some(""))
+            {
+                base = base
+                    .rsplit_once("::")
+                    .map_or(String::new(), |(b, _)| b.to_string());
+                rest = r;
+            }
+            match (base.is_empty(), rest.is_empty()) {
+                (true, _) => rest.to_string(),
+                (false, true) => base,
+                (false, false) => format!("{base}::{rest}"),
+            }
+        })
         .collect();
+    (found, supers)
+}
+
+/// Modules of the library and of the binary (module_of), with what each names: its
+/// crate paths, and a binary file's `super::` paths (between the binary's files they are
+/// how one command uses a shared piece; the library's stay within their module).
+fn graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let bins = binary_modules(src);
     let mut paths: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for f in files {
         let rel = f.strip_prefix(src).unwrap();
         let module = module_of(rel);
         let top = module.split("::").next().unwrap_or_default().to_string();
-        // The crate roots, and the binary's own modules (`mod x;` in main.rs: their
-        // `crate::` is the binary, not the library).
-        if top == "main" || top == "lib" || binary_modules.contains(&top) {
+        if top == "lib" {
             continue;
         }
-        let found = crate_paths(&code_of(&std::fs::read_to_string(&f).unwrap()));
+        let binary = top == "main" || bins.contains(&top);
+        let code = code_of(&std::fs::read_to_string(&f).unwrap());
+        let (mut found, supers) = named_paths(&code, &file_module(rel), binary, &bins);
+        if binary {
+            found.extend(supers);
+        }
         paths.entry(module).or_default().extend(found);
     }
     let modules: BTreeSet<String> = paths.keys().cloned().collect();
@@ -249,6 +320,18 @@ fn src_graph() -> BTreeMap<String, BTreeSet<String>> {
 fn no_module_of_src_imports_itself_back() {
     let g = src_graph();
     assert!(g.len() > 40, "read too few modules: {g:?}");
+    // The binary is in the graph, with its edges into the library and within itself.
+    assert!(
+        g["main"].contains("cli::run") && g["cli::run"].contains("daemon::builder"),
+        "the binary is not read: main {:?}, cli::run {:?}",
+        g.get("main"),
+        g.get("cli::run")
+    );
+    assert!(
+        g["cli::replay"].contains("cli::run"),
+        "{:?}",
+        g["cli::replay"]
+    );
     let loops: Vec<String> = g
         .iter()
         .flat_map(|(m, deps)| deps.iter().map(move |d| (m, d)))
@@ -319,48 +402,36 @@ fn longest_module(path: &str, files: &BTreeSet<String>) -> Option<String> {
 fn file_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
     let mut paths = Vec::new();
     rust_files(src, &mut paths);
-    let mut code: BTreeMap<String, (String, bool)> = BTreeMap::new();
+    let bins = binary_modules(src);
+    let mut code: BTreeMap<String, (String, bool, bool)> = BTreeMap::new();
     for f in &paths {
         let rel = f.strip_prefix(src).unwrap();
         let m = file_module(rel);
         let top = m.split("::").next().unwrap_or_default();
-        // The crate roots and the binary's own modules, as in `graph`.
-        if top == "main" || top == "lib" || top == "cli" {
+        // The library's root; the binary's root (main.rs) and modules are nodes too.
+        if top == "lib" {
             continue;
         }
+        let binary = top == "main" || bins.contains(top);
         let is_mod_rs = rel.file_name().is_some_and(|n| n == "mod.rs");
         code.insert(
             m,
-            (code_of(&std::fs::read_to_string(f).unwrap()), is_mod_rs),
+            (
+                code_of(&std::fs::read_to_string(f).unwrap()),
+                is_mod_rs,
+                binary,
+            ),
         );
     }
     let files: BTreeSet<String> = code.keys().cloned().collect();
     let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (m, (text, is_mod_rs)) in &code {
-        let parent = m.rsplit_once("::").map_or("", |(p, _)| p);
-        let mut deps: BTreeSet<String> = crate_paths(text)
+    for (m, (text, is_mod_rs, binary)) in &code {
+        let (found, supers) = named_paths(text, m, *binary, &bins);
+        let mut deps: BTreeSet<String> = found
             .iter()
+            .chain(&supers)
             .filter_map(|p| longest_module(p, &files))
             .collect();
-        for p in super_paths(text) {
-            let mut base = parent.to_string();
-            let mut rest = p.as_str();
-            while let Some(r) = rest
-                .strip_prefix("super::")
-                .or_else(|| (rest == "super").then_some(""))
-            {
-                base = base
-                    .rsplit_once("::")
-                    .map_or(String::new(), |(b, _)| b.to_string());
-                rest = r;
-            }
-            let full = match (base.is_empty(), rest.is_empty()) {
-                (true, _) => rest.to_string(),
-                (false, true) => base,
-                (false, false) => format!("{base}::{rest}"),
-            };
-            deps.extend(longest_module(&full, &files));
-        }
         if *is_mod_rs {
             // A folder's mod.rs names its children by their relative paths (`use child::X`).
             for child in files

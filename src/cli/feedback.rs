@@ -4,85 +4,118 @@
 //! next reload (`systemctl reload sarcasmd`) or its next correction.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
 use sarcasmd::common::models::{self, ModelStore};
 use sarcasmd::config::Config;
-use sarcasmd::daemon::DaemonError;
+use sarcasmd::pipeline::EngineError;
 use sarcasmd::views::room::store::{now_unix_ms, STORE_VERSION};
 use sarcasmd::views::room::{Correction, CorrectionStore, Label};
 use sarcasmd::views::text::TextEncoder;
 
-pub(crate) enum Action<'a> {
-    Record { events: &'a Path, labels: &'a Path },
-    List { json: bool },
-    Forget(u64),
-    Reset,
+use super::exit::{self, Coded};
+
+/// Corrections of the room head (`[room]`): record labels for events after the
+/// meeting (`--events EVENTS.jsonl --labels FILE`: `ID LABEL` per line, labels
+/// `sarcastic` / `not_sarcastic`), or `--list`, `--forget N`, `--reset` the store. A
+/// running daemon picks them up within 2 s.
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("action").required(true).args(["events", "list", "forget", "reset"])))]
+pub(crate) struct Args {
+    /// The daemon's config (its `room.store`, models and text settings).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The event stream the labels refer to (`output.events`).
+    #[arg(long, requires = "labels")]
+    events: Option<PathBuf>,
+    #[arg(long, requires = "events")]
+    labels: Option<PathBuf>,
+    /// Print the corrections held.
+    #[arg(long)]
+    list: bool,
+    /// With --list: JSON lines (without the vectors).
+    #[arg(long, requires = "list")]
+    json: bool,
+    /// Take correction N back (its number from --list).
+    #[arg(long)]
+    forget: Option<u64>,
+    /// Remove every correction.
+    #[arg(long)]
+    reset: bool,
 }
 
-fn load_config(config: Option<&Path>) -> anyhow::Result<Config> {
-    Ok(match config {
-        Some(p) => Config::load(p).map_err(DaemonError::from)?,
-        None => Config::default(),
-    })
-}
-
-pub(crate) fn feedback(config: Option<&Path>, action: Action) -> anyhow::Result<i32> {
-    let cfg = load_config(config)?;
-    if !cfg.room.enabled {
-        log::warn!("room.enabled is off in this config: the daemon will not apply these corrections until it is on");
+impl Args {
+    pub(crate) fn run(self) -> i32 {
+        exit::status(self.feedback())
     }
-    let mut store = CorrectionStore::open(&cfg.room.store, cfg.room.max_corrections)?;
-    match action {
-        Action::List { json } => {
-            for c in store.corrections() {
-                if json {
-                    let mut c = c.clone();
-                    c.text_embedding.clear();
-                    c.prosody.clear();
-                    println!("{}", serde_json::to_string(&c)?);
-                } else {
-                    println!(
-                        "{:>5}  event {:>6}  {:<13}  p {:.3} (threshold {:.3})  {:<4}  {}",
-                        c.seq,
-                        c.event_id,
-                        c.label.as_str(),
-                        c.p_shipped,
-                        c.threshold,
-                        c.source,
-                        c.transcript.as_deref().unwrap_or("(transcript not kept)")
-                    );
-                }
+
+    fn feedback(self) -> anyhow::Result<i32> {
+        let cfg = match &self.config {
+            Some(p) => Config::load(p).map_err(Coded::bad_input)?,
+            None => Config::default(),
+        };
+        if !cfg.room.enabled {
+            log::warn!("room.enabled is off in this config: the daemon will not apply these corrections until it is on");
+        }
+        let mut store = CorrectionStore::open(&cfg.room.store, cfg.room.max_corrections)?;
+        match (&self.events, &self.labels, self.forget) {
+            (Some(events), Some(labels), _) => {
+                let n = record(&cfg, &mut store, events, labels)?;
+                eprintln!(
+                    "recorded {n} corrections in {} ({} held); a running daemon picks them up within 2 s",
+                    store.path().display(),
+                    store.corrections().len()
+                );
             }
-            eprintln!(
-                "{} corrections in {}",
-                store.corrections().len(),
-                store.path().display()
-            );
+            (_, _, Some(seq)) => {
+                let c = store.forget(seq)?;
+                eprintln!(
+                    "forgot correction {seq} (event {}, {})",
+                    c.event_id, c.label
+                );
+            }
+            _ if self.reset => {
+                let n = store.reset()?;
+                eprintln!("removed {n} corrections from {}", store.path().display());
+            }
+            _ => {
+                debug_assert!(self.list);
+                list(&store, self.json)?;
+            }
         }
-        Action::Forget(seq) => {
-            let c = store.forget(seq)?;
-            eprintln!(
-                "forgot correction {seq} (event {}, {})",
-                c.event_id, c.label
-            );
-        }
-        Action::Reset => {
-            let n = store.reset()?;
-            eprintln!("removed {n} corrections from {}", store.path().display());
-        }
-        Action::Record { events, labels } => {
-            let n = record(&cfg, &mut store, events, labels)?;
-            eprintln!(
-                "recorded {n} corrections in {} ({} held); a running daemon picks them up within 2 s",
-                store.path().display(),
-                store.corrections().len()
+        Ok(0)
+    }
+}
+
+/// The corrections held, one a line (or JSON lines without the vectors).
+fn list(store: &CorrectionStore, json: bool) -> anyhow::Result<()> {
+    for c in store.corrections() {
+        if json {
+            let mut c = c.clone();
+            c.text_embedding.clear();
+            c.prosody.clear();
+            println!("{}", serde_json::to_string(&c)?);
+        } else {
+            println!(
+                "{:>5}  event {:>6}  {:<13}  p {:.3} (threshold {:.3})  {:<4}  {}",
+                c.seq,
+                c.event_id,
+                c.label.as_str(),
+                c.p_shipped,
+                c.threshold,
+                c.source,
+                c.transcript.as_deref().unwrap_or("(transcript not kept)")
             );
         }
     }
-    Ok(0)
+    eprintln!(
+        "{} corrections in {}",
+        store.corrections().len(),
+        store.path().display()
+    );
+    Ok(())
 }
 
 /// `ID LABEL` per line (space, tab or comma between; `#` starts a comment), or JSON lines
@@ -147,7 +180,7 @@ fn record(
     }
     let ms = ModelStore::new(models::model_dir(cfg.models.dir.as_deref()), true)?;
     let (encoder, encoder_label) =
-        TextEncoder::from_store(&ms, &cfg.text).map_err(|e| DaemonError::Engine(e.into()))?;
+        TextEncoder::from_store(&ms, &cfg.text).map_err(|e| Coded::models(EngineError::from(e)))?;
     // Check every line first: a file with a mistake records nothing.
     let mut todo = Vec::new();
     for (id, label) in labels {

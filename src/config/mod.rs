@@ -5,9 +5,11 @@
 //!
 //! Files: this one the file's sections and their checks; `sections.rs` how the file's
 //! tables are read (the outputs' through their own list, `crate::sinks::OutputsConfig`);
-//! `boards.rs` what each board class measured.
+//! `replay.rs` what `sarcasmd replay`'s flags override; `boards.rs` what each board
+//! class measured.
 
 pub mod boards;
+pub mod replay;
 mod sections;
 
 use std::path::{Path, PathBuf};

@@ -55,13 +55,7 @@ pub enum DaemonError {
     #[error(transparent)]
     Room(#[from] crate::views::room::RoomError),
     #[error(transparent)]
-    Manifest(#[from] crate::tools::manifest::ManifestError),
-    #[error(transparent)]
     Preflight(#[from] crate::daemon::preflight::PreflightError),
-    /// A video file named on the command line (`replay --video`) that cannot be read:
-    /// bad input, as an unreadable audio file is, rather than an audio-only run.
-    #[error("--video needs a video file ffmpeg can read, recorded with the audio (same start)")]
-    VideoFile(#[source] VideoError),
     /// `run` with a live stdin source reached end of file: the capture process in front
     /// of the daemon (arecord) exited. Not a clean end, so the exit status is 1 and
     /// `Restart=on-failure` brings capture back.
@@ -74,12 +68,15 @@ pub const EXIT_BAD_INPUT: i32 = 2;
 pub const EXIT_MODELS: i32 = 3;
 
 impl DaemonError {
+    /// The reader of the events on stdout went away (`| head -1`): not a failure.
+    pub fn is_broken_pipe(&self) -> bool {
+        matches!(self, DaemonError::Pipeline(PipelineError::Sink(io))
+            if io.kind() == std::io::ErrorKind::BrokenPipe)
+    }
+
     pub fn exit_code(&self) -> i32 {
         match self {
-            DaemonError::Config(_)
-            | DaemonError::Audio(_)
-            | DaemonError::Manifest(_)
-            | DaemonError::VideoFile(_) => EXIT_BAD_INPUT,
+            DaemonError::Config(_) | DaemonError::Audio(_) => EXIT_BAD_INPUT,
             // Unreadable token/password/CA files are configuration mistakes too.
             DaemonError::Output(StartError::BadInput(_)) => EXIT_BAD_INPUT,
             DaemonError::Pipeline(PipelineError::Audio(_)) => EXIT_BAD_INPUT,

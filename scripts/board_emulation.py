@@ -35,13 +35,17 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The audio ring's drop in a run summary: `dropped_samples` since the drop registry
 # (src/common/drops.rs), `ring_samples` in summaries recorded before it.
 RING_DROP_KEYS = ("dropped_samples", "ring_samples")
-BOARDS = ["rpi5", "rpi4"]
-HTTP_PORT = {"rpi5": 0, "rpi4": 1}  # + --port-base: the profiles' overlay/metrics, one port each
+# The boards that can be emulated: those with a whisper.cpp figure in the board table
+# (firmware-config/boards/boards.toml, which emulate-board.sh and the daemon read too).
+with open(os.path.join(REPO, "firmware-config", "boards", "boards.toml"), "rb") as _f:
+    BOARDS = [b["name"] for b in tomllib.load(_f)["board"] if "whisper_bench_encode_ms" in b]
+HTTP_PORT = {b: i for i, b in enumerate(BOARDS)}  # + --port-base: the profiles' overlay/metrics, one port each
 
 
 def log(*a):

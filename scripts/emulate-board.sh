@@ -3,7 +3,7 @@
 # Raspberry Pi's whisper.cpp speed by cgroup CPU quotas.
 #
 #   scripts/emulate-board.sh BOARD [--host-encode-ms MS] [--name CGROUP] [--exec] [--print] [--json FILE] -- COMMAND [ARGS...]
-#   BOARD: rpi5 | rpi4
+#   BOARD: a board of firmware-config/boards/boards.toml with a whisper.cpp figure (rpi4, rpi5)
 #   --exec  replace this shell by COMMAND (same PID, for a caller that watches /proc/PID);
 #           the cgroup --name (default sarcasmd-emu-BOARD-PID) and its core0..core3 are
 #           then left for the caller to read (each coreN/cpu.stat) and remove (rmdir the
@@ -33,13 +33,8 @@
 # (unless COMMAND failed, whose status is kept).
 #
 # The factor. whisper.cpp's own bench (one encoder pass over a 30 s window, tiny.en f16,
-# all of the board's 4 cores) is the published figure per board:
-#   rpi5  1110 ms  Raspberry Pi 5 (BCM2712, 4x A76, active cooler), NEON, 4 threads,
-#                  whisper.cpp 54c978c; nickovs, 2023-11-03, ggml-org/whisper.cpp#89
-#   rpi4  9295 ms  Raspberry Pi 4 (2 GB, 4x A72), NEON + BLAS, 4 threads, whisper.cpp
-#                  ecda7f7; j1nx, 2023-01-16, the same issue (measured, not derived: the
-#                  6880 ms used before was 6.2 x the Pi 5 figure, from a "4.5 to 6.2x"
-#                  remark in the Pi 5 post, and 35 % faster than this measurement).
+# all of the board's cores) is the published figure per board: `whisper_bench_encode_ms`
+# and its source in firmware-config/boards/boards.toml, with the board's core count.
 # The same pass is measured here with all host cores (scripts/board-emulation/
 # encode_bench.c, built against the whisper.cpp sarcasmd links; fastest of 5); both sides
 # are taken to scale perfectly over their cores, so one core's share is the figure times
@@ -66,11 +61,20 @@ while [ $# -gt 0 ]; do
         *) echo "emulate-board: unknown option $1 (usage: see the top of $0)" >&2; exit 2 ;;
     esac
 done
-case "$board" in
-    rpi5) board_ms=1110 board_cores=4 ;;
-    rpi4) board_ms=9295 board_cores=4 ;;
-    *) echo "emulate-board: BOARD must be rpi5 or rpi4 (got '$board')" >&2; exit 2 ;;
-esac
+# The board's published encoder time and core count, from the board table.
+table="$repo/firmware-config/boards/boards.toml"
+read -r board_ms board_cores emulated < <(python3 - "$table" "$board" <<'PY'
+import sys, tomllib
+boards = tomllib.load(open(sys.argv[1], "rb"))["board"]
+can = [b["name"] for b in boards if "whisper_bench_encode_ms" in b]
+b = next((b for b in boards if b["name"] == sys.argv[2] and b["name"] in can), None)
+print(b["whisper_bench_encode_ms"] if b else 0, b["cores"] if b else 0, "|".join(can))
+PY
+)
+if [ "$board_ms" = 0 ]; then
+    echo "emulate-board: BOARD must be one of ${emulated//|/, } (the boards with a whisper.cpp figure in $table; got '$board')" >&2
+    exit 2
+fi
 [ "$print_only" = 1 ] || [ $# -gt 0 ] || { echo "emulate-board: no command after --" >&2; exit 2; }
 
 cores="$(nproc)"

@@ -2,21 +2,53 @@
 //! models were measured to deliver there, so `sarcasmd validate` (and `run`, at start)
 //! can warn when a profile's budget asks for more than its models can meet on that board.
 //!
-//! The figures come from emulated boards (this project has no board): this CPU cut down by
-//! cgroup quotas to the board's published whisper.cpp speed (since issue 36 core by core,
-//! `scripts/emulate-board.sh`), the profile's settings, an espeak-ng meeting fed live at 1x
-//! real time (`scripts/board_emulation.py`; docs/boards.md has the tables, the factor's
-//! source and what emulation cannot show).
+//! The facts live in one table, `firmware-config/boards/boards.toml`, compiled in here and
+//! read by the scripts that emulate the boards. The figures come from emulated boards
+//! (this project has no board): this CPU cut down by cgroup quotas to the board's published
+//! whisper.cpp speed (core by core, `scripts/emulate-board.sh`), the profile's settings, an
+//! espeak-ng meeting fed live at 1x real time (`scripts/board_emulation.py`; docs/boards.md
+//! has the tables, the factor's source and what emulation cannot show).
 //! A leaf module: it imports nothing of the crate.
 
-/// Board classes `budget.board` accepts ("" = not stated: nothing is checked).
-pub const BOARDS: &[&str] = &["rpi4", "rpi5", "jetson-orin-nano"];
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+
+/// The board table (`firmware-config/boards/boards.toml`), compiled in: the scripts that
+/// emulate the boards read the same file.
+const TABLE_TOML: &str = include_str!(concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/firmware-config/boards/boards.toml"
+));
+
+/// The board table: the boards, and what profiles measured on them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Table {
+    pub board: Vec<Board>,
+    pub measured: Vec<Measured>,
+}
+
+/// A board class a profile can be written for.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Board {
+    /// What `budget.board` says.
+    pub name: String,
+    pub description: String,
+    pub cores: u32,
+    /// whisper.cpp's bench (tiny.en encoder pass, all cores), in ms: what the emulation
+    /// scales this machine to. `None`: the board cannot be emulated.
+    pub whisper_bench_encode_ms: Option<u32>,
+    pub whisper_bench_source: Option<String>,
+}
 
 /// One profile's settings and what they delivered on one emulated board.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Measured {
-    pub board: &'static str,
-    pub model: &'static str,
+    pub board: String,
+    pub model: String,
     pub stream_step_ms: u32,
     pub threads: u32,
     /// `asr.final_threads` as measured (0 = `threads`).
@@ -26,72 +58,22 @@ pub struct Measured {
     /// Fed at 1x real time: no audio dropped and the backlog drained within seconds.
     pub kept_up: bool,
     /// Where and when (docs/boards.md).
-    pub source: &'static str,
+    pub source: String,
 }
 
-pub const MEASURED: &[Measured] = &[
-    // firmware-config/rpi5.toml as shipped (base-q8_0, 1 thread, interim captions every
-    // 1.5 s, camera configured but absent), on the per-core emulation (issue 36: each of
-    // the board's 4 cores a cgroup of 0.454 CPUs on a 2-core Zen 4, so the one decode
-    // thread runs at a Pi 5 core's speed; throttled in 16,102 of 16,962 periods on the
-    // decode thread's core): 310 events, p50 3048 ms, max 11.6 s, 216 over the 2.5 s
-    // budget, 0 drops, drained 2.6 s after the input ended. The earlier rows of this
-    // profile (p95 1722-2304 ms) let the one decode thread use a whole host core under a
-    // single quota, so they were faster than a Pi 5 core (docs/boards.md).
-    Measured {
-        board: "rpi5",
-        model: "base-q8_0",
-        stream_step_ms: 1000,
-        threads: 1,
-        final_threads: 0,
-        latency_p95_ms: 5923,
-        kept_up: true,
-        source: "emulated Pi 5, per-core, 30-min live meeting, 2026-11-27, docs/boards.md",
-    },
-    // The same profile with 2 threads (3-min live meeting, the single quota of before issue
-    // 36, not re-measured per core): p95 5014 ms, 26 of 32 events over 2500 ms, 0.78 CPU-s
-    // per audio-s; it kept up, but late.
-    Measured {
-        board: "rpi5",
-        model: "base-q8_0",
-        stream_step_ms: 1000,
-        threads: 2,
-        final_threads: 0,
-        latency_p95_ms: 5014,
-        kept_up: true,
-        source: "emulated Pi 5, 3-min live meeting, 2026-11-24, docs/boards.md",
-    },
-    // firmware-config/rpi4.toml as shipped (tiny.en-q8_0, 1 thread, a streaming step every
-    // 2 s, no camera), on the per-core emulation (issue 36: 4 cores of 0.054 CPUs on a
-    // 2-core Zen 4; the decode thread's core throttled in 6,548 of 6,560 periods), 10-min
-    // live meeting: the one-thread decode took p50 7.3 s, the daemon fell behind (p50 38 s,
-    // drained 62 s after the input, 3 utterances dropped from a full queue, 0 ring drops).
-    // The earlier rows (p95 1726-2234 ms, kept up) gave the decode thread the whole
-    // single quota, 4x a Pi 4 core (docs/boards.md).
-    Measured {
-        board: "rpi4",
-        model: "tiny.en-q8_0",
-        stream_step_ms: 2000,
-        threads: 1,
-        final_threads: 0,
-        latency_p95_ms: 73_349,
-        kept_up: false,
-        source: "emulated Pi 4, per-core, 10-min live meeting, 2026-11-27, docs/boards.md",
-    },
-    // The Pi 4 profile as it was (2 threads, a step every 1 s), camera off, the single
-    // quota of before issue 36: the daemon fell behind at once (bench over a 3-min meeting
-    // at 1x: p95 40.8 s).
-    Measured {
-        board: "rpi4",
-        model: "tiny.en-q8_0",
-        stream_step_ms: 1000,
-        threads: 2,
-        final_threads: 0,
-        latency_p95_ms: 40_800,
-        kept_up: false,
-        source: "emulated Pi 4, 3-min bench, 2026-11-24, docs/boards.md",
-    },
-];
+/// The table, read once (its unit test reads it too, so a broken file fails the suite).
+pub fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        toml::from_str(TABLE_TOML)
+            .unwrap_or_else(|e| panic!("firmware-config/boards/boards.toml: {e}"))
+    })
+}
+
+/// Board classes `budget.board` accepts ("" = not stated: nothing is checked).
+pub fn boards() -> Vec<&'static str> {
+    table().board.iter().map(|b| b.name.as_str()).collect()
+}
 
 /// The settings of a profile that its board's figures depend on.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -150,7 +132,8 @@ impl Measured {
 /// The measured row for `p`'s board and model nearest to its settings, and whether it
 /// is an exact match. `None` when the model was never measured on that board.
 pub fn nearest(p: &ProfileSettings) -> Option<(&'static Measured, bool)> {
-    MEASURED
+    table()
+        .measured
         .iter()
         .filter(|m| m.board == p.board && m.model == p.model)
         .min_by_key(|m| m.distance(p))
@@ -225,10 +208,10 @@ mod tests {
         }
     }
 
-    fn of(m: &Measured, budget: u32) -> ProfileSettings<'static> {
+    fn of(m: &'static Measured, budget: u32) -> ProfileSettings<'static> {
         ProfileSettings {
-            board: m.board,
-            model: m.model,
+            board: &m.board,
+            model: &m.model,
             stream_step_ms: m.stream_step_ms,
             threads: m.threads,
             final_threads: m.final_threads,
@@ -266,16 +249,27 @@ mod tests {
     }
 
     #[test]
-    fn every_measured_board_is_a_known_board() {
-        for m in MEASURED {
-            assert!(BOARDS.contains(&m.board), "{m:?}");
+    fn the_table_reads_and_every_measured_board_is_a_known_board() {
+        let t = table();
+        assert_eq!(boards(), ["rpi4", "rpi5", "jetson-orin-nano"]);
+        for b in &t.board {
+            assert!(b.cores > 0, "{b:?}");
+            assert_eq!(
+                b.whisper_bench_encode_ms.is_some(),
+                b.whisper_bench_source.is_some(),
+                "{b:?}"
+            );
+        }
+        assert!(!t.measured.is_empty());
+        for m in &t.measured {
+            assert!(boards().contains(&m.board.as_str()), "{m:?}");
             assert!(m.latency_p95_ms > 0 && !m.source.is_empty(), "{m:?}");
         }
     }
 
     #[test]
     fn a_budget_below_the_measured_p95_warns_and_one_above_does_not() {
-        for m in MEASURED.iter().filter(|m| m.kept_up) {
+        for m in table().measured.iter().filter(|m| m.kept_up) {
             let below = budget_warnings(&of(m, m.latency_p95_ms - 1));
             assert_eq!(below.len(), 1, "{below:?}");
             assert!(below[0].contains("budget.event_latency_ms"), "{below:?}");
@@ -286,7 +280,7 @@ mod tests {
 
     #[test]
     fn each_measured_row_is_its_own_nearest() {
-        for m in MEASURED {
+        for m in &table().measured {
             let (n, exact) = nearest(&of(m, 0)).unwrap();
             assert!(exact && n == m, "{m:?} -> {n:?}");
         }

@@ -392,13 +392,13 @@ impl Config {
             problems.push("budget.recover_after", "must be within 1..=1000 utterances");
         }
         if !self.budget.board.is_empty()
-            && !crate::config::boards::BOARDS.contains(&self.budget.board.as_str())
+            && !crate::config::boards::boards().contains(&self.budget.board.as_str())
         {
             problems.push(
                 "budget.board",
                 format!(
                     "must be one of {:?} (or left out)",
-                    crate::config::boards::BOARDS
+                    crate::config::boards::boards()
                 ),
             );
         }

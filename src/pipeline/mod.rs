@@ -128,115 +128,141 @@ pub fn run_stream_av(
         opts,
         vision.as_ref().map(|(f, _)| f.as_ref()),
     );
-    let plan = &plan;
-    let shutdown = Shutdown::new(opts.stop.clone(), opts.frame_source_stop.clone());
-    let (ring_writer, ring_reader) = queues::audio_ring(plan);
-    let Queues {
-        utterances: (utt_tx, utt_rx),
-        events: (ev_tx, ev_rx),
-        interim: (int_tx, int_rx),
-        steps: (step_tx, step_rx),
-    } = Queues::new(plan);
-    let context = Arc::new(Mutex::new(ContextStore::new(
-        plan.context_s,
-        plan.audio_keep_s,
-    )));
-    let signals = Arc::new(SpeechSignals::default());
     let ladder = ShedLadder::new(plan.shed, cfg.budget.recover_after, &counters.shed);
-    let ladder = &ladder;
-    let timeline = VisionTimeline::new(plan.frames_keep_s);
-    let timeline = &timeline;
+    let stream = Stream {
+        engine,
+        cfg,
+        plan: &plan,
+        opts,
+        counters: &counters,
+        context: Arc::new(Mutex::new(ContextStore::new(
+            plan.context_s,
+            plan.audio_keep_s,
+        ))),
+        signals: Arc::new(SpeechSignals::default()),
+        ladder: &ladder,
+        timeline: VisionTimeline::new(plan.frames_keep_s),
+        shutdown: Shutdown::new(opts.stop.clone(), opts.frame_source_stop.clone()),
+        started: t0,
+    };
+    let stages = std::thread::scope(|s| stream.run(s, source, vision, sink))?;
+    Ok(RunStats::collect(
+        &counters,
+        t0.elapsed().as_secs_f64(),
+        stages,
+        plan.streaming,
+        plan.vision,
+        ladder.stats(),
+    ))
+}
 
-    let stages = std::thread::scope(|s| -> Result<_, PipelineError> {
-        if let Some((frame_source, analyser)) = vision {
-            let (frame_tx, frame_rx) = crossbeam_channel::bounded(plan.frame_queue);
-            let reader = FrameReaderStage {
-                source: frame_source,
-                frames: frame_tx,
-                oldest: frame_rx.clone(),
-                analyse_fps: cfg.vision.analyse_fps,
-                shed: (ladder, cfg.budget.shed_vision_fps),
-                paced_from: plan.pace_frames.then_some(t0),
-                counters: &counters,
+/// What the stages of one stream share: the models, the settings, the counters, the
+/// rolling context, the shedding ladder, the vision timeline and the stop signal.
+struct Stream<'a> {
+    engine: &'a Engine,
+    cfg: &'a Config,
+    plan: &'a Plan,
+    opts: &'a RunOptions,
+    counters: &'a Arc<Counters>,
+    context: Arc<Mutex<ContextStore>>,
+    signals: Arc<SpeechSignals>,
+    ladder: &'a ShedLadder<'a>,
+    timeline: VisionTimeline,
+    shutdown: Shutdown,
+    started: Instant,
+}
+
+impl Stream<'_> {
+    /// One thread per stage, wired by the queues; the sink runs on this thread until
+    /// every sender is gone. The run's per-stage times, or its first error.
+    fn run<'s>(
+        &'s self,
+        s: &'s std::thread::Scope<'s, '_>,
+        source: Box<dyn AudioSource>,
+        vision: Option<(Box<dyn FrameSource>, VisionAnalyser)>,
+        sink: &mut dyn EventSink,
+    ) -> Result<std::collections::BTreeMap<String, Vec<f64>>, PipelineError> {
+        let (engine, cfg, plan, counters) = (self.engine, self.cfg, self.plan, self.counters);
+        let (ring_writer, ring_reader) = queues::audio_ring(plan);
+        let Queues {
+            utterances: (utt_tx, utt_rx),
+            events: (ev_tx, ev_rx),
+            interim: (int_tx, int_rx),
+            steps: (step_tx, step_rx),
+        } = Queues::new(plan);
+        spawn_vision(
+            s,
+            vision,
+            VisionWiring {
+                cfg,
+                plan,
+                ladder: self.ladder,
+                timeline: &self.timeline,
+                counters,
                 gaps: ev_tx.clone(),
-                shutdown: shutdown.clone(),
-            };
-            spawn_stage(s, "frames", move || reader.run());
-            let stage = VisionStage {
-                analyser,
-                frames: frame_rx,
-                timeline,
-                counters: &counters,
-            };
-            spawn_stage(s, "vision", move || stage.run());
-        } else {
-            timeline.end();
-        }
-
+                shutdown: self.shutdown.clone(),
+                started: self.started,
+            },
+        );
         let feeder = SourceStage {
             source,
             ring: ring_writer,
             realtime: plan.realtime,
             counters: counters.clone(),
             gaps: ev_tx.clone(),
-            shutdown: shutdown.clone(),
+            shutdown: self.shutdown.clone(),
         };
         let source_h = spawn_stage(s, "source", move || feeder.run());
-
         let segmenter = SegmenterStage {
             vad: &engine.vad,
             cfg,
             plan,
-            ctx: context.clone(),
+            ctx: self.context.clone(),
             counters: counters.clone(),
-            signals: signals.clone(),
+            signals: self.signals.clone(),
             out: SegmenterOutputs {
                 utterances: utt_tx,
                 interim: plan.interim_thread.then_some(int_tx),
                 steps: plan.streaming.then_some(step_tx),
             },
             ring: ring_reader,
-            shutdown: shutdown.clone(),
+            shutdown: self.shutdown.clone(),
         };
         let segmenter_h = spawn_stage(s, "segmenter", move || segmenter.run());
-
         let interim_h = plan.interim_thread.then(|| {
             let interim = InterimStage {
                 engine,
                 cfg,
                 requests: int_rx,
                 events: ev_tx.clone(),
-                counters: &counters,
+                counters,
             };
             spawn_stage(s, "interim", move || interim.run())
         });
-
         let analyser = AnalyserStage {
             engine,
             cfg,
-            ctx: &context,
-            counters: &counters,
-            ladder,
+            ctx: &self.context,
+            counters,
+            ladder: self.ladder,
             utterances: utt_rx,
             steps: step_rx,
             events: ev_tx,
             streaming: plan.streaming,
             partials: plan.partials,
-            with_features: opts.with_features,
-            timeline: plan.vision.then_some(timeline),
+            with_features: self.opts.with_features,
+            timeline: plan.vision.then_some(&self.timeline),
             frames_live: plan.frames_live,
-            signals: &signals,
-            shutdown: shutdown.clone(),
+            signals: &self.signals,
+            shutdown: self.shutdown.clone(),
         };
         let analyser_h = spawn_stage(s, "analyser", move || analyser.run());
-
-        // The sink runs on this thread until every sender is gone.
         let out = SinkStage {
             events: ev_rx,
-            counters: &counters,
+            counters,
             budget_ms: cfg.budget.event_latency_ms,
-            room: opts.room.as_deref(),
-            shutdown: shutdown.clone(),
+            room: self.opts.room.as_deref(),
+            shutdown: self.shutdown.clone(),
         }
         .run(sink);
         Joined {
@@ -246,15 +272,56 @@ pub fn run_stream_av(
             interim: interim_h.map(|h| h.join()),
         }
         .outcome(out, sink)
-    })?;
-    Ok(RunStats::collect(
-        &counters,
-        t0.elapsed().as_secs_f64(),
-        stages,
-        plan.streaming,
-        plan.vision,
-        ladder.stats(),
-    ))
+    }
+}
+
+/// What the frame reader and the vision thread are wired to.
+struct VisionWiring<'a> {
+    cfg: &'a Config,
+    plan: &'a Plan,
+    ladder: &'a ShedLadder<'a>,
+    timeline: &'a VisionTimeline,
+    counters: &'a Counters,
+    /// Where the frame reader reports a lost camera.
+    gaps: crossbeam_channel::Sender<queues::Emitted>,
+    shutdown: Shutdown,
+    /// When the stream started (a video file is paced from it).
+    started: Instant,
+}
+
+/// The frame reader and vision threads, when there are frames and vision models:
+/// frames thinned to the analysis rate into a bounded queue, analysed into the
+/// timeline the analyser reads. Without them the timeline ends at once, so the
+/// analyser never waits for frames.
+fn spawn_vision<'s>(
+    s: &'s std::thread::Scope<'s, '_>,
+    vision: Option<(Box<dyn FrameSource>, VisionAnalyser)>,
+    w: VisionWiring<'s>,
+) {
+    let Some((frame_source, analyser)) = vision else {
+        w.timeline.end();
+        return;
+    };
+    let (frame_tx, frame_rx) = crossbeam_channel::bounded(w.plan.frame_queue);
+    let reader = FrameReaderStage {
+        source: frame_source,
+        frames: frame_tx,
+        oldest: frame_rx.clone(),
+        analyse_fps: w.cfg.vision.analyse_fps,
+        shed: (w.ladder, w.cfg.budget.shed_vision_fps),
+        paced_from: w.plan.pace_frames.then_some(w.started),
+        counters: w.counters,
+        gaps: w.gaps,
+        shutdown: w.shutdown,
+    };
+    spawn_stage(s, "frames", move || reader.run());
+    let stage = VisionStage {
+        analyser,
+        frames: frame_rx,
+        timeline: w.timeline,
+        counters: w.counters,
+    };
+    spawn_stage(s, "vision", move || stage.run());
 }
 
 /// Every setting of this stream, from the config and what it runs with.

@@ -391,40 +391,47 @@ fn rss_bytes() -> Option<f64> {
     Some(pages * page.max(4096) as f64)
 }
 
-impl Collector for LiveCollector {
-    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+/// The live families, each read at scrape time, in the order a scrape lists them.
+impl LiveCollector {
+    /// Audio received, CPU time and their ratio.
+    fn encode_process(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
         let c = &self.counters;
         let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let audio_s = get(&c.samples_in) as f64 / crate::sources::audio::PIPELINE_RATE_HZ as f64;
         let cpu_s = crate::common::resources::cpu_seconds();
         counter(
-            &mut enc,
+            enc,
             "audio_seconds",
             "Audio received from the source",
             audio_s,
         )?;
         counter(
-            &mut enc,
+            enc,
             "cpu_seconds",
             "CPU time (user + system) of the whole process",
             cpu_s,
         )?;
         gauge(
-            &mut enc,
+            enc,
             "realtime_factor",
             "CPU seconds per audio second since start (below 1 keeps up on one core; 0 before a second of audio)",
             crate::common::resources::per_audio_second(cpu_s, audio_s).unwrap_or(0.0),
-        )?;
-        // Every count of the registry: its own counter, or its row of a family.
+        )
+    }
+
+    /// Every count of the registry: its own counter, or its row of a family.
+    fn encode_counts(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
+        let c = &self.counters;
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let counts = c.counts();
         let derived = c.derived_rows();
         for count in &counts {
             if let InMetrics::Own(name, help) = count.metrics {
-                counter(&mut enc, name, help, count.value)?;
+                counter(enc, name, help, count.value)?;
             }
         }
         counter(
-            &mut enc,
+            enc,
             "source_gap_seconds",
             "Total length of the lost intervals, in seconds (whole milliseconds)",
             get(&c.source_gap_ms) as f64 / 1e3,
@@ -444,7 +451,7 @@ impl Collector for LiveCollector {
                     .map(|d| (d.value_label, d.value as f64)),
             );
             family(
-                &mut enc,
+                enc,
                 fam.name,
                 fam.help,
                 MetricType::Counter,
@@ -452,12 +459,18 @@ impl Collector for LiveCollector {
                 &rows,
             )?;
         }
+        Ok(())
+    }
+
+    /// Drops, devices, queues, the events file, SSE clients and reloads.
+    fn encode_state(&self, enc: &mut DescriptorEncoder, mqtt: Option<&MqttStats>) -> fmt::Result {
+        let c = &self.counters;
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         let clients = self.hub.get().map_or(0, |h| h.clients());
-        let mqtt = self.reports.mqtt.lock_or_recover().clone();
-        encode_drops(&mut enc, &c.drops.snapshot())?;
+        encode_drops(enc, &c.drops.snapshot())?;
         let v = &c.vision;
         family(
-            &mut enc,
+            enc,
             "vision_source",
             "Frame source state: running, or failed (the stream then runs audio-only)",
             MetricType::Gauge,
@@ -474,13 +487,13 @@ impl Collector for LiveCollector {
             ],
         )?;
         gauge(
-            &mut enc,
+            enc,
             "shed_level",
             "Load shedding steps in force now (0 = nothing shed)",
             c.shed.level() as f64,
         )?;
         family(
-            &mut enc,
+            enc,
             "queue_depth",
             "Items waiting in each bounded queue now (audio ring in samples)",
             MetricType::Gauge,
@@ -489,14 +502,11 @@ impl Collector for LiveCollector {
                 ("audio_ring_samples", get(&c.ring_fill_samples) as f64),
                 ("utterances", get(&c.utterance_queue_depth) as f64),
                 ("events", get(&c.event_queue_depth) as f64),
-                (
-                    "mqtt_offline",
-                    mqtt.as_ref().map_or(0.0, |m| m.queued as f64),
-                ),
+                ("mqtt_offline", mqtt.map_or(0.0, |m| m.queued as f64)),
             ],
         )?;
         family(
-            &mut enc,
+            enc,
             "device_up",
             "1 while the device delivers data, 0 when it is absent, stopped or failed",
             MetricType::Gauge,
@@ -511,7 +521,7 @@ impl Collector for LiveCollector {
             )],
         )?;
         gauge(
-            &mut enc,
+            enc,
             "events_file_up",
             "1 while the events file is written, 0 while it cannot be (lines wait in a backlog)",
             if c.events_file_failing.load(Ordering::Relaxed) {
@@ -521,13 +531,13 @@ impl Collector for LiveCollector {
             },
         )?;
         gauge(
-            &mut enc,
+            enc,
             "sse_clients",
             "Browser overlays and other SSE clients connected now",
             clients as f64,
         )?;
         family(
-            &mut enc,
+            enc,
             "reloads",
             "Configuration reloads (SIGHUP) by result: applied, rejected (invalid or failed preflight; old config kept), failed (did not start; old config restarted)",
             MetricType::Counter,
@@ -537,89 +547,107 @@ impl Collector for LiveCollector {
                 ("rejected", RELOADS.rejected.load(Ordering::Relaxed) as f64),
                 ("failed", RELOADS.failed.load(Ordering::Relaxed) as f64),
             ],
+        )
+    }
+
+    /// The HTTP listener's connections and refusals.
+    fn encode_listener(enc: &mut DescriptorEncoder, h: &dyn ListenerStats) -> fmt::Result {
+        gauge(
+            enc,
+            "http_connections",
+            "HTTP connections open now (SSE clients included; at most http.max_connections)",
+            h.connections() as f64,
         )?;
-        if let Some(h) = self.hub.get() {
-            gauge(
-                &mut enc,
-                "http_connections",
-                "HTTP connections open now (SSE clients included; at most http.max_connections)",
-                h.connections() as f64,
-            )?;
-            family(
-                &mut enc,
-                "http_refused",
-                "HTTP connections or requests refused, by reason (connection_limit: http.max_connections open, all serving; idle_closed: an idle connection closed to admit a new one; host: Host header not allowed; sse_limit: http.max_sse_clients SSE clients connected; download_limit: as many caption downloads as allowed under way; bad_request: no Host header or several)",
-                MetricType::Counter,
-                "reason",
-                &[
-                    ("connection_limit", h.refused_connection_limit() as f64),
-                    ("idle_closed", h.idle_closed() as f64),
-                    ("host", h.refused_host() as f64),
-                    ("sse_limit", h.refused_sse_limit() as f64),
-                    ("download_limit", h.refused_download_limit() as f64),
-                    ("bad_request", h.refused_bad_request() as f64),
-                ],
-            )?;
-        }
-        if let Some(m) = &mqtt {
-            gauge(
-                &mut enc,
-                "mqtt_connected",
-                "1 while connected to the MQTT broker",
-                if m.connected { 1.0 } else { 0.0 },
-            )?;
-            family(
-                &mut enc,
-                "mqtt_messages",
-                "MQTT event messages (QoS 1): sent = written to the connection, published = \
-                 acknowledged by the broker, failed = connection closed before the acknowledgement",
-                MetricType::Counter,
-                "state",
-                &[
-                    ("sent", m.sent as f64),
-                    ("published", m.published as f64),
-                    ("failed", m.failed as f64),
-                ],
-            )?;
-            counter(
-                &mut enc,
-                "mqtt_reconnect_attempts",
-                "MQTT connect attempts after a lost connection or a failed connect",
-                m.reconnect_attempts,
-            )?;
-        }
-        if let Some(r) = self.room.get() {
-            encode_room(&mut enc, &r.stats())?;
-        }
+        family(
+            enc,
+            "http_refused",
+            "HTTP connections or requests refused, by reason (connection_limit: http.max_connections open, all serving; idle_closed: an idle connection closed to admit a new one; host: Host header not allowed; sse_limit: http.max_sse_clients SSE clients connected; download_limit: as many caption downloads as allowed under way; bad_request: no Host header or several)",
+            MetricType::Counter,
+            "reason",
+            &[
+                ("connection_limit", h.refused_connection_limit() as f64),
+                ("idle_closed", h.idle_closed() as f64),
+                ("host", h.refused_host() as f64),
+                ("sse_limit", h.refused_sse_limit() as f64),
+                ("download_limit", h.refused_download_limit() as f64),
+                ("bad_request", h.refused_bad_request() as f64),
+            ],
+        )
+    }
+
+    /// The MQTT sink's connection and deliveries.
+    fn encode_mqtt(enc: &mut DescriptorEncoder, m: &MqttStats) -> fmt::Result {
+        gauge(
+            enc,
+            "mqtt_connected",
+            "1 while connected to the MQTT broker",
+            if m.connected { 1.0 } else { 0.0 },
+        )?;
+        family(
+            enc,
+            "mqtt_messages",
+            "MQTT event messages (QoS 1): sent = written to the connection, published = \
+             acknowledged by the broker, failed = connection closed before the acknowledgement",
+            MetricType::Counter,
+            "state",
+            &[
+                ("sent", m.sent as f64),
+                ("published", m.published as f64),
+                ("failed", m.failed as f64),
+            ],
+        )?;
+        counter(
+            enc,
+            "mqtt_reconnect_attempts",
+            "MQTT connect attempts after a lost connection or a failed connect",
+            m.reconnect_attempts,
+        )
+    }
+
+    /// Model load time, memory and uptime.
+    fn encode_resources(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
         if let Some(s) = *self.reports.model_load_s.lock_or_recover() {
             gauge(
-                &mut enc,
+                enc,
                 "model_load_seconds",
                 "Wall time to load and check every model at start",
                 s,
             )?;
         }
         if let Some(b) = rss_bytes() {
-            gauge(
-                &mut enc,
-                "resident_memory_bytes",
-                "Resident set size now",
-                b,
-            )?;
+            gauge(enc, "resident_memory_bytes", "Resident set size now", b)?;
         }
         gauge(
-            &mut enc,
+            enc,
             "peak_resident_memory_bytes",
             "Peak resident set size since start",
             crate::common::resources::peak_rss_mb() * 1024.0 * 1024.0,
         )?;
         gauge(
-            &mut enc,
+            enc,
             "uptime_seconds",
             "Seconds since the daemon started",
             self.started.elapsed().as_secs_f64(),
-        )?;
-        Ok(())
+        )
+    }
+}
+
+impl Collector for LiveCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        self.encode_process(&mut enc)?;
+        self.encode_counts(&mut enc)?;
+        let mqtt = self.reports.mqtt.lock_or_recover().clone();
+        self.encode_state(&mut enc, mqtt.as_ref())?;
+        if let Some(h) = self.hub.get() {
+            Self::encode_listener(&mut enc, h.as_ref())?;
+        }
+        if let Some(m) = &mqtt {
+            Self::encode_mqtt(&mut enc, m)?;
+        }
+        if let Some(r) = self.room.get() {
+            encode_room(&mut enc, &r.stats())?;
+        }
+        self.encode_resources(&mut enc)
     }
 }
 

@@ -409,31 +409,11 @@ pub fn run_once(
     let peak_rss_mb = current_peak_rss_mb();
 
     let n = clips.len();
-    let mut last_event: Vec<Option<usize>> = vec![None; n];
-    let mut events_per_clip: Vec<usize> = vec![0; n];
-    let mut texts: Vec<Vec<String>> = vec![Vec::new(); n];
-    // An early-ended event that a later one revises is not the clip's final word: its
-    // speech is in the revising event's transcript too.
-    let revised: std::collections::HashSet<u64> = sink
-        .events
-        .iter()
-        .filter_map(|(ev, _)| ev.revises)
-        .collect();
-    for (i, (ev, _)) in sink.events.iter().enumerate() {
-        if revised.contains(&ev.id) {
-            continue;
-        }
-        let mid = (ev.start_s + ev.end_s) / 2.0;
-        let k = stream.clip_start_s.partition_point(|&s| s <= mid);
-        if k == 0 {
-            continue;
-        }
-        last_event[k - 1] = Some(i);
-        events_per_clip[k - 1] += 1;
-        if let Some(t) = &ev.transcript {
-            texts[k - 1].push(t.clone());
-        }
-    }
+    let ByClip {
+        last_event,
+        events: events_per_clip,
+        texts,
+    } = ByClip::of(&sink.events, stream, n);
     let mut lat = Vec::new();
     let mut audio_ready = Vec::new();
     let mut without = 0;
@@ -469,16 +449,7 @@ pub fn run_once(
             transcript: texts[k].join(" "),
         });
     }
-    let (mut edits, mut ref_words, mut with_ref) = (0, 0, false);
-    for (c, t) in clips.iter().zip(&texts) {
-        if let Some(r) = &c.reference {
-            with_ref = true;
-            let r = normalise_words(r);
-            let h = normalise_words(&t.join(" "));
-            edits += word_edits(&r, &h);
-            ref_words += r.len();
-        }
-    }
+    let (wer, ref_words) = word_error_rate(clips, &texts);
     let budget_ms = cfg.budget.event_latency_ms;
     let budget_violations = if budget_ms > 0 {
         lat.iter().filter(|&&l| l > budget_ms as f64).count()
@@ -504,11 +475,68 @@ pub fn run_once(
         dropped: stats.dropped.clone(),
         budget_violations,
         budget_ms,
-        wer: (with_ref && ref_words > 0).then(|| edits as f64 / ref_words as f64),
+        wer,
         reference_words: ref_words,
         streaming: stats.streaming.clone(),
         per_clip,
     })
+}
+
+/// A run's events by the clip whose span holds their middle (revised early ends left
+/// out): each clip's last event (its index in the run), count and transcripts.
+struct ByClip {
+    last_event: Vec<Option<usize>>,
+    events: Vec<usize>,
+    texts: Vec<Vec<String>>,
+}
+
+impl ByClip {
+    fn of(events: &[(UtteranceEvent, Instant)], stream: &Stream, n: usize) -> Self {
+        let mut by = ByClip {
+            last_event: vec![None; n],
+            events: vec![0; n],
+            texts: vec![Vec::new(); n],
+        };
+        // An early-ended event that a later one revises is not the clip's final word: its
+        // speech is in the revising event's transcript too.
+        let revised: std::collections::HashSet<u64> =
+            events.iter().filter_map(|(ev, _)| ev.revises).collect();
+        for (i, (ev, _)) in events.iter().enumerate() {
+            if revised.contains(&ev.id) {
+                continue;
+            }
+            let mid = (ev.start_s + ev.end_s) / 2.0;
+            let k = stream.clip_start_s.partition_point(|&s| s <= mid);
+            if k == 0 {
+                continue;
+            }
+            by.last_event[k - 1] = Some(i);
+            by.events[k - 1] += 1;
+            if let Some(t) = &ev.transcript {
+                by.texts[k - 1].push(t.clone());
+            }
+        }
+        by
+    }
+}
+
+/// Word error rate over the clips with a reference transcript (`None` without one), and
+/// the reference's word count.
+fn word_error_rate(clips: &[Clip], texts: &[Vec<String>]) -> (Option<f64>, usize) {
+    let (mut edits, mut ref_words, mut with_ref) = (0, 0, false);
+    for (c, t) in clips.iter().zip(texts) {
+        if let Some(r) = &c.reference {
+            with_ref = true;
+            let r = normalise_words(r);
+            let h = normalise_words(&t.join(" "));
+            edits += word_edits(&r, &h);
+            ref_words += r.len();
+        }
+    }
+    (
+        (with_ref && ref_words > 0).then(|| edits as f64 / ref_words as f64),
+        ref_words,
+    )
 }
 
 fn summarise(mode: &str, runs: &[&RunResult]) -> ModeSummary {

@@ -83,9 +83,9 @@ fn empty_json_is_default_and_unknown_keys_are_rejected() {
     assert_eq!(c.tls.unwrap().ca_file, PathBuf::from("/etc/ca.pem"));
 }
 
-#[test]
-fn validation_names_the_field() {
-    let cases: Vec<(MqttConfig, &str)> = vec![
+/// Bad values of the broker, the topics and the identities, each with the field named.
+fn broker_and_topic_cases() -> Vec<(MqttConfig, &'static str)> {
+    vec![
         (
             MqttConfig {
                 host: " ".into(),
@@ -165,6 +165,12 @@ fn validation_names_the_field() {
             },
             "mqtt.client_id",
         ),
+    ]
+}
+
+/// Bad values of the queue, the login, TLS and the reconnect pacing.
+fn queue_login_tls_cases() -> Vec<(MqttConfig, &'static str)> {
+    vec![
         (
             MqttConfig {
                 offline_queue: 0,
@@ -264,7 +270,14 @@ fn validation_names_the_field() {
             },
             "mqtt.reconnect_max_ms",
         ),
-    ];
+    ]
+}
+
+#[test]
+fn validation_names_the_field() {
+    let cases = broker_and_topic_cases()
+        .into_iter()
+        .chain(queue_login_tls_cases());
     for (c, want) in cases {
         assert_eq!(field(&c), want, "{c:?}");
     }

@@ -3,6 +3,7 @@
 use super::configs::SERVED;
 use super::metrics::ECE_BINS;
 use super::report::EvalReport;
+use std::fmt::Write;
 
 pub(super) fn pct(x: f64) -> String {
     format!("{:.1}", 100.0 * x)
@@ -10,8 +11,16 @@ pub(super) fn pct(x: f64) -> String {
 
 /// The report as Markdown tables, for a terminal or a README.
 pub fn render(report: &EvalReport) -> String {
-    use std::fmt::Write;
     let mut s = String::new();
+    rows(&mut s, report);
+    row_notes(&mut s, report);
+    confusion(&mut s, report);
+    sources(&mut s, report);
+    s
+}
+
+/// The title, what was scored, and one row per views, context and subset.
+fn rows(s: &mut String, report: &EvalReport) {
     let _ = writeln!(
         s,
         "# sarcasmd eval: {}{}\n",
@@ -69,6 +78,10 @@ pub fn render(report: &EvalReport) -> String {
             },
         );
     }
+}
+
+/// What the "seen in training" column's marks mean, when a row has one.
+fn row_notes(s: &mut String, report: &EvalReport) {
     if report
         .rows
         .iter()
@@ -93,6 +106,10 @@ pub fn render(report: &EvalReport) -> String {
              whether it saw these items is unknown."
         );
     }
+}
+
+/// The served fusion's confusion without context, and the threshold it could have had.
+fn confusion(s: &mut String, report: &EvalReport) {
     if let Some(r) = report
         .rows
         .iter()
@@ -126,6 +143,11 @@ pub fn render(report: &EvalReport) -> String {
             );
         }
     }
+}
+
+/// The annotators' agreement, the heads with what they were trained on, and what was
+/// skipped.
+fn sources(s: &mut String, report: &EvalReport) {
     if let Some(a) = &report.agreement {
         let k = |x: Option<f64>| x.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into());
         let _ = writeln!(
@@ -166,5 +188,4 @@ pub fn render(report: &EvalReport) -> String {
             report.items_skipped.join(", ")
         );
     }
-    s
 }

@@ -147,39 +147,79 @@ pub(super) fn utterance_tip(u: &Utterance) -> String {
     s
 }
 
-pub(super) fn timeline_svg(m: &Meeting) -> String {
-    let span = m.span_s().max(1.0);
-    let row_s = row_seconds(span);
-    let rows = ((span / row_s).ceil().max(1.0) as usize).min(MAX_TIMELINE_ROWS);
-    let lanes_h: f64 = LANES.iter().map(|l| l.1 + LANE_GAP).sum();
-    let row_h = lanes_h + AXIS_H + ROW_GAP;
-    let height = rows as f64 * row_h;
-    let x_of = |t: f64, row: usize| LANE_LABEL_W + (t - row as f64 * row_s) / row_s * PLOT_W;
-    // Pieces of [a, b] per row it touches.
-    let pieces = |a: f64, b: f64| -> Vec<(usize, f64, f64)> {
-        let first = (a / row_s).floor().max(0.0) as usize;
-        let last = ((b / row_s).ceil() as usize).min(rows).max(first + 1);
+/// Where things go in the timeline: rows of `row_s` seconds, each with the lanes of
+/// [`LANES`] and an axis below them.
+struct Layout {
+    row_s: f64,
+    rows: usize,
+    lanes_h: f64,
+    row_h: f64,
+    height: f64,
+}
+
+impl Layout {
+    fn of(m: &Meeting) -> Self {
+        let span = m.span_s().max(1.0);
+        let row_s = row_seconds(span);
+        let rows = ((span / row_s).ceil().max(1.0) as usize).min(MAX_TIMELINE_ROWS);
+        let lanes_h: f64 = LANES.iter().map(|l| l.1 + LANE_GAP).sum();
+        let row_h = lanes_h + AXIS_H + ROW_GAP;
+        Self {
+            row_s,
+            rows,
+            lanes_h,
+            row_h,
+            height: rows as f64 * row_h,
+        }
+    }
+
+    fn x_of(&self, t: f64, row: usize) -> f64 {
+        LANE_LABEL_W + (t - row as f64 * self.row_s) / self.row_s * PLOT_W
+    }
+
+    /// Pieces of [a, b] per row it touches.
+    fn pieces(&self, a: f64, b: f64) -> Vec<(usize, f64, f64)> {
+        let first = (a / self.row_s).floor().max(0.0) as usize;
+        let last = ((b / self.row_s).ceil() as usize)
+            .min(self.rows)
+            .max(first + 1);
         (first..last)
             .filter_map(|r| {
-                let (r0, r1) = (r as f64 * row_s, (r + 1) as f64 * row_s);
+                let (r0, r1) = (r as f64 * self.row_s, (r + 1) as f64 * self.row_s);
                 let (x0, x1) = (a.max(r0), b.min(r1));
-                (x1 > x0 || (a == b && x0 == x1)).then_some((r, x_of(x0, r), x_of(x1, r)))
+                (x1 > x0 || (a == b && x0 == x1)).then_some((r, self.x_of(x0, r), self.x_of(x1, r)))
             })
             .collect()
-    };
-    let lane_y = |row: usize, lane: usize| -> f64 {
-        row as f64 * row_h + LANES[..lane].iter().map(|l| l.1 + LANE_GAP).sum::<f64>()
-    };
+    }
+
+    fn lane_y(&self, row: usize, lane: usize) -> f64 {
+        row as f64 * self.row_h + LANES[..lane].iter().map(|l| l.1 + LANE_GAP).sum::<f64>()
+    }
+}
+
+pub(super) fn timeline_svg(m: &Meeting) -> String {
+    let l = Layout::of(m);
     let mut s = String::new();
     let _ = write!(
         s,
-        r##"<svg class="timeline" viewBox="0 0 {SVG_W} {height:.0}" role="img" aria-label="timeline of utterances">
+        r##"<svg class="timeline" viewBox="0 0 {SVG_W} {:.0}" role="img" aria-label="timeline of utterances">
 <defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="6" height="6" fill="#f1f1f1"/><line x1="0" y1="0" x2="0" y2="6" stroke="#9a9a9a" stroke-width="2"/></pattern></defs>
-"##
+"##,
+        l.height
     );
-    for row in 0..rows {
+    timeline_rows(&mut s, &l);
+    timeline_gaps(&mut s, &l, m);
+    timeline_utterances(&mut s, &l, m);
+    timeline_drops(&mut s, &l, m);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// Each row's lane labels and backgrounds, and its time axis.
+fn timeline_rows(s: &mut String, l: &Layout) {
+    for row in 0..l.rows {
         for (k, (name, h)) in LANES.iter().enumerate() {
-            let y = lane_y(row, k);
+            let y = l.lane_y(row, k);
             let _ = writeln!(
                 s,
                 r##"<text x="{:.0}" y="{:.1}" text-anchor="end">{name}</text><rect x="{LANE_LABEL_W}" y="{y:.1}" width="{PLOT_W}" height="{h}" fill="#fafafa"/>"##,
@@ -187,14 +227,14 @@ pub(super) fn timeline_svg(m: &Meeting) -> String {
                 y + h / 2.0 + 4.0,
             );
         }
-        let axis_y = lane_y(row, LANES.len());
-        let step = tick_step_s(row_s);
+        let axis_y = l.lane_y(row, LANES.len());
+        let step = tick_step_s(l.row_s);
         let mut t = 0.0;
-        while t <= row_s + 1e-9 {
-            let at = row as f64 * row_s + t;
-            let x = x_of(at, row);
+        while t <= l.row_s + 1e-9 {
+            let at = row as f64 * l.row_s + t;
+            let x = l.x_of(at, row);
             // The last label would be cut by the picture's edge if centred.
-            let anchor = if t + step > row_s + 1e-9 {
+            let anchor = if t + step > l.row_s + 1e-9 {
                 "end"
             } else {
                 "middle"
@@ -210,6 +250,10 @@ pub(super) fn timeline_svg(m: &Meeting) -> String {
             t += step;
         }
     }
+}
+
+/// The intervals a live source lost, hatched across every lane.
+fn timeline_gaps(s: &mut String, l: &Layout, m: &Meeting) {
     for g in &m.gaps {
         let tip = escape(&format!(
             "{} lost {}-{} ({:.1} s): {}",
@@ -219,22 +263,26 @@ pub(super) fn timeline_svg(m: &Meeting) -> String {
             g.end_s - g.start_s,
             g.reason
         ));
-        for (row, x0, x1) in pieces(g.start_s, g.end_s) {
-            let y = lane_y(row, 0);
+        for (row, x0, x1) in l.pieces(g.start_s, g.end_s) {
+            let y = l.lane_y(row, 0);
             let _ = writeln!(
                 s,
                 r##"<rect class="gap" x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="url(#hatch)" data-tip="{tip}"><title>{tip}</title></rect>"##,
                 (x1 - x0).max(2.0),
-                lanes_h - LANE_GAP,
+                l.lanes_h - LANE_GAP,
             );
         }
     }
+}
+
+/// Each utterance: its fused score in the first lane, each view's below it.
+fn timeline_utterances(s: &mut String, l: &Layout, m: &Meeting) {
     for u in &m.utterances {
         let tip = escape(&utterance_tip(u));
         let flagged = if u.sarcastic { " flagged" } else { "" };
-        for (row, x0, x1) in pieces(u.start_s, u.end_s) {
+        for (row, x0, x1) in l.pieces(u.start_s, u.end_s) {
             let w = (x1 - x0).max(1.5);
-            let (y, h) = (lane_y(row, 0), LANES[0].1);
+            let (y, h) = (l.lane_y(row, 0), LANES[0].1);
             let stroke = if u.sarcastic {
                 r##" stroke="#7a0000" stroke-width="1.5""##
             } else {
@@ -247,7 +295,7 @@ pub(super) fn timeline_svg(m: &Meeting) -> String {
                 fill = score_colour(u.p_sarcastic),
             );
             for (k, p) in [(1, u.views.text), (2, u.views.audio), (3, u.views.video)] {
-                let (y, h) = (lane_y(row, k), LANES[k].1);
+                let (y, h) = (l.lane_y(row, k), LANES[k].1);
                 let (fill, extra) = match p {
                     Some(_) => (score_colour(p), String::new()),
                     None => (
@@ -263,6 +311,10 @@ pub(super) fn timeline_svg(m: &Meeting) -> String {
             }
         }
     }
+}
+
+/// A mark where an utterance never reached the stream (dropped from a full queue).
+fn timeline_drops(s: &mut String, l: &Layout, m: &Meeting) {
     for &id in &m.missing_ids {
         let (a, b) = m.missing_between(id);
         let tip = escape(&format!(
@@ -271,8 +323,8 @@ pub(super) fn timeline_svg(m: &Meeting) -> String {
             clock(b)
         ));
         let mid = (a + b) / 2.0;
-        for (row, x, _) in pieces(mid, mid).into_iter().take(1) {
-            let y = lane_y(row, 0);
+        for (row, x, _) in l.pieces(mid, mid).into_iter().take(1) {
+            let y = l.lane_y(row, 0);
             let _ = writeln!(
                 s,
                 r##"<g class="drop" data-id="{id}" data-tip="{tip}"><title>{tip}</title><path d="M{:.1} {:.1} l6 -9 h-12 z" fill="#000"/><line x1="{x:.1}" y1="{y:.1}" x2="{x:.1}" y2="{:.1}" stroke="#000" stroke-width="1.5" stroke-dasharray="3 2"/></g>"##,
@@ -282,8 +334,6 @@ pub(super) fn timeline_svg(m: &Meeting) -> String {
             );
         }
     }
-    s.push_str("</svg>\n");
-    s
 }
 
 pub(super) fn latency_section(m: &Meeting) -> String {

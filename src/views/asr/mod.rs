@@ -163,9 +163,6 @@ impl AsrStream {
         let seconds = self.padded.len() as f64 / PIPELINE_RATE_HZ as f64;
 
         let threads = self.cfg.threads_for(urgency);
-        let mut p = FullParams::new(SamplingStrategy::Greedy { best_of: 1 });
-        p.set_n_threads(threads as i32);
-        p.set_translate(false);
         let lang: &str = if !self.multilingual {
             "en"
         } else if self.cfg.language == "auto" {
@@ -173,6 +170,47 @@ impl AsrStream {
         } else {
             self.cfg.language.as_str()
         };
+        let mut p = self.params(lang, seconds, threads, want_words);
+        // `abandon` is this frame's argument, alive until `full` returns, which is as
+        // long as whisper.cpp may call back with a pointer to it.
+        if let Some(f) = abandon.as_ref() {
+            // SAFETY: `abandon_if` reads `user_data` as `*const &dyn Fn() -> bool`,
+            // which `f` is, and only during `full` below.
+            unsafe {
+                p.set_abort_callback(Some(abandon_if));
+                p.set_abort_callback_user_data(f as *const &dyn Fn() -> bool as *mut c_void);
+            }
+        }
+        ABANDONING.with(|a| a.set(false));
+        let r = self.state.full(p, &self.padded);
+        let abandoned = ABANDONING.with(|a| a.replace(false));
+        if abandoned {
+            return Ok(None);
+        }
+        r.map_err(|source| AsrError::Transcribe { seconds, source })?;
+
+        let mut out = Transcript {
+            language: lang.to_string(),
+            ..Default::default()
+        };
+        out.segments = self.segments(seconds, want_words);
+        apply_guards(&mut out, self.cfg.no_speech_threshold);
+        Ok(Some(out))
+    }
+
+    /// Whisper's settings for one decode: greedy, no context carried over, no
+    /// temperature fallback, a token cap and (with `trim_encoder`) an encoder window
+    /// trimmed to the audio.
+    fn params<'l>(
+        &self,
+        lang: &'l str,
+        seconds: f64,
+        threads: u32,
+        want_words: bool,
+    ) -> FullParams<'l, 'static> {
+        let mut p = FullParams::new(SamplingStrategy::Greedy { best_of: 1 });
+        p.set_n_threads(threads as i32);
+        p.set_translate(false);
         p.set_language(Some(lang));
         // Each utterance is decoded on its own: text carried over from a previous
         // utterance is a main source of repeated/hallucinated output.
@@ -210,66 +248,25 @@ impl AsrStream {
             let ctx = ((seconds + margin) * 50.0).ceil() as i32;
             p.set_audio_ctx(ctx.min(1500));
         }
-        // `abandon` is this frame's argument, alive until `full` returns, which is as
-        // long as whisper.cpp may call back with a pointer to it.
-        if let Some(f) = abandon.as_ref() {
-            // SAFETY: `abandon_if` reads `user_data` as `*const &dyn Fn() -> bool`,
-            // which `f` is, and only during `full` below.
-            unsafe {
-                p.set_abort_callback(Some(abandon_if));
-                p.set_abort_callback_user_data(f as *const &dyn Fn() -> bool as *mut c_void);
-            }
-        }
-        ABANDONING.with(|a| a.set(false));
-        let r = self.state.full(p, &self.padded);
-        let abandoned = ABANDONING.with(|a| a.replace(false));
-        if abandoned {
-            return Ok(None);
-        }
-        r.map_err(|source| AsrError::Transcribe { seconds, source })?;
+        p
+    }
 
-        let mut out = Transcript {
-            language: lang.to_string(),
-            ..Default::default()
-        };
+    /// The decode's segments, with their words when asked (streaming decodes).
+    fn segments(&self, seconds: f64, want_words: bool) -> Vec<AsrSegment> {
+        let mut segments = Vec::new();
         for seg in self.state.as_iter() {
             let text = seg
                 .to_str_lossy()
                 .map(|c| c.into_owned())
                 .unwrap_or_default();
-            let mut words: Vec<AsrWord> = Vec::new();
-            if want_words {
-                for i in 0..seg.n_tokens() {
-                    let Some(tok) = seg.get_token(i) else {
-                        continue;
-                    };
-                    let d = tok.token_data();
-                    if d.id >= self.first_special_token {
-                        continue;
-                    }
-                    let piece = tok
-                        .to_str_lossy()
-                        .map(|c| c.into_owned())
-                        .unwrap_or_default();
-                    let (t0, t1) = (d.t0 as f64 / 100.0, d.t1 as f64 / 100.0);
-                    match words.last_mut() {
-                        // A piece without a leading space continues the word (sub-word
-                        // tokens, punctuation).
-                        Some(w) if !piece.starts_with(' ') => {
-                            w.text.push_str(&piece);
-                            w.end_s = w.end_s.max(t1);
-                        }
-                        _ => words.push(AsrWord {
-                            text: piece,
-                            start_s: t0,
-                            end_s: t1.max(t0),
-                        }),
-                    }
-                }
-            }
+            let words = if want_words {
+                words_of(&seg, self.first_special_token)
+            } else {
+                Vec::new()
+            };
             // With `single_segment`, whisper.cpp ends the segment at the end of its 30 s
             // window, not of the audio (seen: 0.34-30.34 s for a 1.6 s decode).
-            out.segments.push(AsrSegment {
+            segments.push(AsrSegment {
                 start_s: (seg.start_timestamp() as f64 / 100.0).min(seconds),
                 end_s: (seg.end_timestamp() as f64 / 100.0).min(seconds),
                 text,
@@ -277,9 +274,42 @@ impl AsrStream {
                 words,
             });
         }
-        apply_guards(&mut out, self.cfg.no_speech_threshold);
-        Ok(Some(out))
+        segments
     }
+}
+
+/// The words of a segment from its tokens: a piece without a leading space continues
+/// the word before it; special tokens are left out.
+fn words_of(seg: &whisper_rs::WhisperSegment<'_>, first_special: i32) -> Vec<AsrWord> {
+    let mut words: Vec<AsrWord> = Vec::new();
+    for i in 0..seg.n_tokens() {
+        let Some(tok) = seg.get_token(i) else {
+            continue;
+        };
+        let d = tok.token_data();
+        if d.id >= first_special {
+            continue;
+        }
+        let piece = tok
+            .to_str_lossy()
+            .map(|c| c.into_owned())
+            .unwrap_or_default();
+        let (t0, t1) = (d.t0 as f64 / 100.0, d.t1 as f64 / 100.0);
+        match words.last_mut() {
+            // A piece without a leading space continues the word (sub-word
+            // tokens, punctuation).
+            Some(w) if !piece.starts_with(' ') => {
+                w.text.push_str(&piece);
+                w.end_s = w.end_s.max(t1);
+            }
+            _ => words.push(AsrWord {
+                text: piece,
+                start_s: t0,
+                end_s: t1.max(t0),
+            }),
+        }
+    }
+    words
 }
 
 impl AsrStream {

@@ -210,65 +210,7 @@ pub(crate) fn check(proto: &pb::ModelProto, input_dim: usize) -> Result<(), Stri
                 })
             })
             .collect::<Result<_, _>>()?;
-        let op = node.op_type.as_str();
-        let out: Shape = if op == "Constant" {
-            let t = node
-                .attribute
-                .iter()
-                .find(|a| a.name == "value")
-                .and_then(|a| a.t.as_ref())
-                .ok_or_else(|| format!("{what} is a Constant without a tensor `value`"))?;
-            tensor_shape(t, &what)?
-        } else if UNARY.contains(&op) {
-            ins.first()
-                .map(|s| s.to_vec())
-                .ok_or_else(|| format!("{what} has no input"))?
-        } else if BROADCAST.contains(&op) {
-            let (first, rest) = ins
-                .split_first()
-                .ok_or_else(|| format!("{what} has no input"))?;
-            rest.iter()
-                .try_fold(first.to_vec(), |acc, s| broadcast(&acc, s))
-                .ok_or_else(|| {
-                    let all: Vec<String> = ins.iter().map(|s| show(s)).collect();
-                    format!("{what}: shapes {} do not broadcast", all.join(" and "))
-                })?
-        } else if op == "MatMul" || op == "Gemm" {
-            let (a, b) = match ins.as_slice() {
-                [a, b, ..] if a.len() == 2 && b.len() == 2 => (a, b),
-                _ => return Err(format!("{what}: a head multiplies 2-D tensors only")),
-            };
-            let t = |s: &Shape, flag: &str| {
-                if op == "Gemm" && attr_i(node, flag, 0) != 0 {
-                    [s[1], s[0]]
-                } else {
-                    [s[0], s[1]]
-                }
-            };
-            let ([m, ka], [kb, n]) = (t(a, "transA"), t(b, "transB"));
-            if ka != kb {
-                return Err(format!(
-                    "{what} multiplies {} by {}: the inner sizes differ ({ka} vs {kb}); \
-                     does the metadata's input_dim ({input_dim}) belong to this graph?",
-                    show(a),
-                    show(b)
-                ));
-            }
-            let out = vec![m, n];
-            if let (true, Some(c)) = (op == "Gemm", ins.get(2)) {
-                broadcast(&out, c).filter(|s| *s == out).ok_or_else(|| {
-                    format!("{what}: C {} does not broadcast to {}", show(c), show(&out))
-                })?;
-            }
-            out
-        } else {
-            return Err(format!(
-                "{what}: operator {op} is not one a head may use (allowed: MatMul, Gemm, \
-                 Constant, {}, {})",
-                BROADCAST.join(", "),
-                UNARY.join(", ")
-            ));
-        };
+        let out = output_shape(node, &ins, &what, input_dim)?;
         for name in node.output.iter().filter(|n| !n.is_empty()) {
             add(
                 &mut shapes,
@@ -290,6 +232,86 @@ pub(crate) fn check(proto: &pb::ModelProto, input_dim: usize) -> Result<(), Stri
         return Err("the graph has no output".into());
     }
     Ok(())
+}
+
+/// The shape of a node's output from its inputs' shapes; `Err` for an operator a head
+/// may not use, or inputs it cannot take.
+fn output_shape(
+    node: &pb::NodeProto,
+    ins: &[&Shape],
+    what: &str,
+    input_dim: usize,
+) -> Result<Shape, String> {
+    let op = node.op_type.as_str();
+    Ok(if op == "Constant" {
+        let t = node
+            .attribute
+            .iter()
+            .find(|a| a.name == "value")
+            .and_then(|a| a.t.as_ref())
+            .ok_or_else(|| format!("{what} is a Constant without a tensor `value`"))?;
+        tensor_shape(t, what)?
+    } else if UNARY.contains(&op) {
+        ins.first()
+            .map(|s| s.to_vec())
+            .ok_or_else(|| format!("{what} has no input"))?
+    } else if BROADCAST.contains(&op) {
+        let (first, rest) = ins
+            .split_first()
+            .ok_or_else(|| format!("{what} has no input"))?;
+        rest.iter()
+            .try_fold(first.to_vec(), |acc, s| broadcast(&acc, s))
+            .ok_or_else(|| {
+                let all: Vec<String> = ins.iter().map(|s| show(s)).collect();
+                format!("{what}: shapes {} do not broadcast", all.join(" and "))
+            })?
+    } else if op == "MatMul" || op == "Gemm" {
+        matmul_shape(node, ins, what, input_dim)?
+    } else {
+        return Err(format!(
+            "{what}: operator {op} is not one a head may use (allowed: MatMul, Gemm, \
+             Constant, {}, {})",
+            BROADCAST.join(", "),
+            UNARY.join(", ")
+        ));
+    })
+}
+
+/// `MatMul` or `Gemm` (with `transA`/`transB` and `C`) of 2-D tensors.
+fn matmul_shape(
+    node: &pb::NodeProto,
+    ins: &[&Shape],
+    what: &str,
+    input_dim: usize,
+) -> Result<Shape, String> {
+    let op = node.op_type.as_str();
+    let (a, b) = match ins {
+        [a, b, ..] if a.len() == 2 && b.len() == 2 => (a, b),
+        _ => return Err(format!("{what}: a head multiplies 2-D tensors only")),
+    };
+    let t = |s: &Shape, flag: &str| {
+        if op == "Gemm" && attr_i(node, flag, 0) != 0 {
+            [s[1], s[0]]
+        } else {
+            [s[0], s[1]]
+        }
+    };
+    let ([m, ka], [kb, n]) = (t(a, "transA"), t(b, "transB"));
+    if ka != kb {
+        return Err(format!(
+            "{what} multiplies {} by {}: the inner sizes differ ({ka} vs {kb}); \
+             does the metadata's input_dim ({input_dim}) belong to this graph?",
+            show(a),
+            show(b)
+        ));
+    }
+    let out = vec![m, n];
+    if let (true, Some(c)) = (op == "Gemm", ins.get(2)) {
+        broadcast(&out, c)
+            .filter(|s| *s == out)
+            .ok_or_else(|| format!("{what}: C {} does not broadcast to {}", show(c), show(&out)))?;
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

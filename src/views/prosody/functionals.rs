@@ -156,28 +156,8 @@ pub fn utterance_functionals_at(
 ) -> Functionals {
     let mut v: Vec<f32> = Vec::with_capacity(FUNCTIONAL_NAMES.len());
     let n = frames.len();
-    let hop_s = if n >= 2 {
-        let d = (frames[n - 1].t_s - frames[0].t_s) / (n - 1) as f64;
-        if d.is_finite() && d > 0.0 {
-            d
-        } else {
-            DEFAULT_HOP_S
-        }
-    } else {
-        DEFAULT_HOP_S
-    };
-
-    // Active frames.
-    let mut energies: Vec<f32> = frames
-        .iter()
-        .map(|f| finite_or(f.energy_db, -100.0))
-        .collect();
-    let p99 = percentile_unsorted(&mut energies, 0.99);
-    let thr = (p99 - SILENCE_REL_DB).max(SILENCE_ABS_DB);
-    let active: Vec<bool> = frames
-        .iter()
-        .map(|f| finite_or(f.energy_db, -100.0) >= thr)
-        .collect();
+    let hop_s = hop_of(frames);
+    let active = active_frames(frames);
 
     // F0 (voiced frames).
     let (mut t, mut x) = (Vec::new(), Vec::new());
@@ -217,7 +197,69 @@ pub fn utterance_functionals_at(
         .sum();
     v.push(ratio(vsum, n_active as f64));
 
-    // Pauses and speech span.
+    let (n_pauses, pause_s, span_s) = pauses(&active, hop_s);
+    let speech_s = (span_s - pause_s).max(0.0);
+    let duration_s = n as f64 * hop_s;
+
+    // Syllable nuclei.
+    let nuclei = count_nuclei(frames, &active);
+    v.push(ratio(nuclei as f64, duration_s));
+    v.push(ratio(nuclei as f64, speech_s));
+    v.push(ratio(n_pauses as f64, span_s / 60.0));
+    v.push(ratio(pause_s, n_pauses as f64));
+    v.push(ratio(pause_s, span_s));
+
+    // Jitter / shimmer.
+    let (jit, shim) = jitter_shimmer(frames, samples, samples_start_s, sample_rate_hz, hop_s);
+    v.push(jit);
+    v.push(shim);
+    v.push(duration_s as f32);
+    v.push(speech_s as f32);
+
+    push_mfcc(&mut v, frames, &active);
+
+    debug_assert_eq!(v.len(), FUNCTIONAL_NAMES.len());
+    for x in &mut v {
+        if !x.is_finite() {
+            *x = 0.0;
+        }
+    }
+    Functionals { values: v }
+}
+
+/// The frames' hop: their mean spacing, or the default for fewer than two.
+fn hop_of(frames: &[ProsodyFrame]) -> f64 {
+    let n = frames.len();
+    if n >= 2 {
+        let d = (frames[n - 1].t_s - frames[0].t_s) / (n - 1) as f64;
+        if d.is_finite() && d > 0.0 {
+            d
+        } else {
+            DEFAULT_HOP_S
+        }
+    } else {
+        DEFAULT_HOP_S
+    }
+}
+
+/// Active frames: energy within `SILENCE_REL_DB` of the utterance's 99th percentile and
+/// above `SILENCE_ABS_DB`.
+fn active_frames(frames: &[ProsodyFrame]) -> Vec<bool> {
+    let mut energies: Vec<f32> = frames
+        .iter()
+        .map(|f| finite_or(f.energy_db, -100.0))
+        .collect();
+    let p99 = percentile_unsorted(&mut energies, 0.99);
+    let thr = (p99 - SILENCE_REL_DB).max(SILENCE_ABS_DB);
+    frames
+        .iter()
+        .map(|f| finite_or(f.energy_db, -100.0) >= thr)
+        .collect()
+}
+
+/// Pauses and speech span: the count and seconds of inactive runs of at least
+/// `MIN_PAUSE_S` between the first and last active frame, and that span's seconds.
+fn pauses(active: &[bool], hop_s: f64) -> (usize, f64, f64) {
     let first = active.iter().position(|a| *a);
     let last = active.iter().rposition(|a| *a);
     let (mut n_pauses, mut pause_s, mut span_s) = (0usize, 0.0f64, 0.0f64);
@@ -237,31 +279,17 @@ pub fn utterance_functionals_at(
             }
         }
     }
-    let speech_s = (span_s - pause_s).max(0.0);
-    let duration_s = n as f64 * hop_s;
+    (n_pauses, pause_s, span_s)
+}
 
-    // Syllable nuclei.
-    let nuclei = count_nuclei(frames, &active);
-    v.push(ratio(nuclei as f64, duration_s));
-    v.push(ratio(nuclei as f64, speech_s));
-    v.push(ratio(n_pauses as f64, span_s / 60.0));
-    v.push(ratio(pause_s, n_pauses as f64));
-    v.push(ratio(pause_s, span_s));
-
-    // Jitter / shimmer.
-    let (jit, shim) = jitter_shimmer(frames, samples, samples_start_s, sample_rate_hz, hop_s);
-    v.push(jit);
-    v.push(shim);
-    v.push(duration_s as f32);
-    v.push(speech_s as f32);
-
-    // MFCC means and sds over active frames.
+/// MFCC means, then sds, over the active frames.
+fn push_mfcc(v: &mut Vec<f32>, frames: &[ProsodyFrame], active: &[bool]) {
     let mut means = [0.0f32; FUNCTIONAL_N_MFCC];
     let mut sds = [0.0f32; FUNCTIONAL_N_MFCC];
     for c in 0..FUNCTIONAL_N_MFCC {
         let vals: Vec<f64> = frames
             .iter()
-            .zip(&active)
+            .zip(active)
             .filter(|(_, a)| **a)
             .map(|(f, _)| finite_or(f.mfcc.get(c).copied().unwrap_or(0.0), 0.0) as f64)
             .collect();
@@ -271,14 +299,6 @@ pub fn utterance_functionals_at(
     }
     v.extend_from_slice(&means);
     v.extend_from_slice(&sds);
-
-    debug_assert_eq!(v.len(), FUNCTIONAL_NAMES.len());
-    for x in &mut v {
-        if !x.is_finite() {
-            *x = 0.0;
-        }
-    }
-    Functionals { values: v }
 }
 
 fn finite_or(x: f32, d: f32) -> f32 {

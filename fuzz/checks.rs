@@ -1,4 +1,4 @@
-//! The properties each fuzz target checks, shared with `tests/fuzz_regressions.rs`,
+//! The properties each fuzz target checks, shared with `tests/pure/fuzz_regressions.rs`,
 //! which replays the committed seeds and every crash input ever found (`fuzz/regressions/`)
 //! in the normal test suite, so a fixed finding stays fixed without a fuzzer installed.
 // Each target uses one of these functions.

@@ -12,7 +12,7 @@
 #   scripts/build-packages.sh [--only amd64|arm64] [--out DIR]
 #
 # Prints one line per package: "package ARCH PATH". The packages are then checked by
-# `cargo test --release --test packages` (contents, Depends:, the binary's architecture).
+# `cargo test --release --test peers packages` (contents, Depends:, the binary's architecture).
 # Cold: about 15 min per architecture on 2 cores. Exit 0 ok, 1 build failed, 2 setup error.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -354,7 +354,7 @@ def probe_12(bin_, tmp):
         v = run(bin_, "validate", str(cfg))
         out.append(f"topic_prefix {name}: validate exit {v.returncode}")
         ok &= v.returncode != 0
-    return ok, "; ".join(out) + " (broker refusal by closing: tests/mqtt_sink.rs)"
+    return ok, "; ".join(out) + " (broker refusal by closing: tests/peers/mqtt_sink.rs)"
 
 
 def probe_13(bin_, tmp):
@@ -899,39 +899,39 @@ def probe_33(bin_, tmp):
 
 
 TESTS = {
-    1: "tests/http_listener.rs at_the_limit_idle_connections_give_way_serving_ones_do_not_and_idle_ones_time_out, src/sinks/http/slots.rs",
-    2: "tests/http_listener.rs a_foreign_host_is_refused_unless_allowed_or_a_token_is_set",
-    3: "tests/http_listener.rs caption_files_are_streamed_bounded_and_must_be_regular_files",
+    1: "tests/pure/http_listener.rs at_the_limit_idle_connections_give_way_serving_ones_do_not_and_idle_ones_time_out, src/sinks/http/slots.rs",
+    2: "tests/pure/http_listener.rs a_foreign_host_is_refused_unless_allowed_or_a_token_is_set",
+    3: "tests/pure/http_listener.rs caption_files_are_streamed_bounded_and_must_be_regular_files",
     4: "src/sinks/http/mod.rs the_bearer_scheme_is_case_insensitive",
-    5: "tests/validate.rs validate_refuses_what_the_start_would_refuse",
-    6: "tests/validate.rs paths_that_are_not_regular_files_are_refused_by_kind_at_once",
+    5: "tests/models/validate.rs validate_refuses_what_the_start_would_refuse",
+    6: "tests/models/validate.rs paths_that_are_not_regular_files_are_refused_by_kind_at_once",
     7: "src/common/secret_file.rs only_owner_readable_modes_pass_quietly",
-    8: "tests/faults.rs a_full_disk_is_logged_once_the_daemon_keeps_going_and_the_lost_events_exit_1",
-    9: "tests/service.rs notify_watchdog_reload_and_sigterm_as_systemd_sees_them",
-    10: "tests/daemon.rs sigterm_ends_the_process_in_bounded_time_when_nobody_reads_stdout",
-    11: "tests/bad_input.rs a_video_named_on_the_command_line_that_cannot_be_read_is_bad_input",
-    12: "tests/mqtt_sink.rs events_the_broker_refuses_by_closing_are_not_published",
-    13: "tests/mqtt_sink.rs a_broker_that_drops_every_connection_is_backed_off",
-    14: "tests/e2e_speech.rs a_wav_that_ffmpeg_streamed_to_a_pipe_is_read_whole, tests/bad_input.rs unsupported_sample_format",
-    15: "tests/bad_input.rs the_os_error_is_printed_once",
-    16: "tests/daemon.rs stats_of_a_run_stopped_before_any_audio_have_no_per_audio_second_ratio",
-    17: "tests/cut_off_speech.rs an_utterance_flushed_mid_sentence_is_transcribed_once, streaming_final_decode_of_cut_off_speech_is_said_once",
-    18: "tests/faults.rs a_removed_events_directory_is_reopened_by_path_and_no_event_is_lost, a_removed_events_directory_that_never_comes_back_is_an_error_that_counts_the_loss",
-    19: "tests/http_listener.rs held_sse_clients_never_lock_out_health_checks_and_scrapes",
-    20: "tests/validate.rs an_output_may_not_be_an_input_or_the_config",
-    21: "tests/head_checks.rs a_head_whose_metadata_disagrees_with_its_graph_is_refused_by_validate",
-    22: "tests/head_checks.rs an_absurd_input_dim_is_refused_not_panicked_on",
-    23: "tests/report_bounds.rs one_hostile_event_line_costs_bounded_memory_and_time",
-    24: "tests/report_bounds.rs devices_and_fifos_are_refused_by_kind_at_once",
-    25: "tests/validate.rs a_corrupt_whisper_file_of_the_right_size_is_refused_without_checksums",
+    8: "tests/models/faults.rs a_full_disk_is_logged_once_the_daemon_keeps_going_and_the_lost_events_exit_1",
+    9: "tests/models/service.rs notify_watchdog_reload_and_sigterm_as_systemd_sees_them",
+    10: "tests/models/daemon.rs sigterm_ends_the_process_in_bounded_time_when_nobody_reads_stdout",
+    11: "tests/models/bad_input.rs a_video_named_on_the_command_line_that_cannot_be_read_is_bad_input",
+    12: "tests/peers/mqtt_sink.rs events_the_broker_refuses_by_closing_are_not_published",
+    13: "tests/peers/mqtt_sink.rs a_broker_that_drops_every_connection_is_backed_off",
+    14: "tests/models/e2e_speech.rs a_wav_that_ffmpeg_streamed_to_a_pipe_is_read_whole, tests/models/bad_input.rs unsupported_sample_format",
+    15: "tests/models/bad_input.rs the_os_error_is_printed_once",
+    16: "tests/models/daemon.rs stats_of_a_run_stopped_before_any_audio_have_no_per_audio_second_ratio",
+    17: "tests/models/cut_off_speech.rs an_utterance_flushed_mid_sentence_is_transcribed_once, streaming_final_decode_of_cut_off_speech_is_said_once",
+    18: "tests/models/faults.rs a_removed_events_directory_is_reopened_by_path_and_no_event_is_lost, a_removed_events_directory_that_never_comes_back_is_an_error_that_counts_the_loss",
+    19: "tests/pure/http_listener.rs held_sse_clients_never_lock_out_health_checks_and_scrapes",
+    20: "tests/models/validate.rs an_output_may_not_be_an_input_or_the_config",
+    21: "tests/models/head_checks.rs a_head_whose_metadata_disagrees_with_its_graph_is_refused_by_validate",
+    22: "tests/models/head_checks.rs an_absurd_input_dim_is_refused_not_panicked_on",
+    23: "tests/pure/report_bounds.rs one_hostile_event_line_costs_bounded_memory_and_time",
+    24: "tests/pure/report_bounds.rs devices_and_fifos_are_refused_by_kind_at_once",
+    25: "tests/models/validate.rs a_corrupt_whisper_file_of_the_right_size_is_refused_without_checksums",
     26: "src/sinks/mqtt/tests.rs credentials_longer_than_an_mqtt_string_are_refused",
-    27: "tests/mqtt_sink.rs a_broker_that_stops_reading_refuses_nothing",
-    28: "tests/eval.rs an_item_whose_audio_is_not_a_regular_file_is_skipped_by_kind_at_once",
-    29: "tests/report_bounds.rs no_command_writes_over_what_it_reads",
-    30: "tests/head_checks.rs a_swapped_head_is_not_served_and_an_absurd_graph_is_refused_before_tract",
-    31: "tests/daemon.rs stats_of_a_few_bytes_of_audio_have_no_per_audio_second_ratio",
-    32: "tests/http_listener.rs a_request_needs_exactly_one_host_header",
-    33: "tests/validate.rs a_corrupt_whisper_file_of_the_right_size_is_refused_without_checksums",
+    27: "tests/peers/mqtt_sink.rs a_broker_that_stops_reading_refuses_nothing",
+    28: "tests/models/eval.rs an_item_whose_audio_is_not_a_regular_file_is_skipped_by_kind_at_once",
+    29: "tests/pure/report_bounds.rs no_command_writes_over_what_it_reads",
+    30: "tests/models/head_checks.rs a_swapped_head_is_not_served_and_an_absurd_graph_is_refused_before_tract",
+    31: "tests/models/daemon.rs stats_of_a_few_bytes_of_audio_have_no_per_audio_second_ratio",
+    32: "tests/pure/http_listener.rs a_request_needs_exactly_one_host_header",
+    33: "tests/models/validate.rs a_corrupt_whisper_file_of_the_right_size_is_refused_without_checksums",
 }
 
 

@@ -3,7 +3,7 @@
 //! # Layout
 //!
 //! The folders of `src/` follow the data, one way, and each imports only the ones listed
-//! before it (`tests/module_graph.rs` holds that, between files and between folders):
+//! before it (`tests/pure/module_graph.rs` holds that, between files and between folders):
 //!
 //! - [`common`]: the leaves every stage shares (errors, path checks, the drop registry and
 //!   counters, the model cache, the shedding ladder); imports nothing above it.

@@ -5,7 +5,7 @@
 //! by hand in the run summary (`pipeline::stats`) and again in `/metrics`
 //! (`sinks::metrics`), and the lists drifted (a counter in one and not the other). Now a
 //! counter is a field of [`Counters`] plus one line in [`Counters::counts`]; the run
-//! summary and `/metrics` both walk that list, and `tests/count_registry.rs` fails when a
+//! summary and `/metrics` both walk that list, and `tests/models/count_registry.rs` fails when a
 //! counter field is missing from it or a listed count is missing from either output.
 //!
 //! Not here: gauges (queue depths, device up, the shedding level), which hold a latest

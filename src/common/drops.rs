@@ -6,7 +6,7 @@
 //! none). Now a drop is a [`DropReason`]: the code that drops counts it there, with
 //! [`DropCounters::add`], and every output walks [`DropReason::ALL`] over one
 //! [`DropCounts`] snapshot taken from a run's [`DropRegistry`]. A reason added here shows
-//! up in all three outputs under the same name, or the test in `tests/drop_registry.rs`
+//! up in all three outputs under the same name, or the test in `tests/models/drop_registry.rs`
 //! fails.
 //!
 //! Names: where the outputs disagreed, the name `/metrics` already used won, so the

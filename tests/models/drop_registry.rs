@@ -5,13 +5,11 @@
 //! `run_stream` for the summary, `Metrics::encode` (the body `/metrics` serves) and
 //! `sinks::mqtt::stats::live_stats` (the payload of `<prefix>/<device>/stats`).
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::*;
+use crate::common::*;
 use sarcasmd::common::drops::{DropCounters, DropReason};
 use sarcasmd::pipeline::Counters;
 use sarcasmd::sinks::metrics::Metrics;

@@ -1,9 +1,7 @@
 //! German through the multilingual model, and the real TV clips in ../shared (skipped
 //! with a message when ../shared is absent).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use sarcasmd::config::Config;
 use sarcasmd::pipeline::Engine;
 use sarcasmd::sources::audio::{PcmReaderSource, WavSource};

@@ -3,13 +3,11 @@
 //! they allocate from it is bounded, and no output may be one of their inputs. Only the
 //! binary is needed (no models).
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, wait_exit};
+use crate::common::{bin, wait_exit};
 
 /// Runs `sarcasmd ARGS`, failing the test if it takes more than 60 s.
 fn run(args: &[&str]) -> (Output, Duration) {

@@ -2,16 +2,14 @@
 //! reload that validates first, SIGTERM that flushes and exits 0. The notify socket is a
 //! real unix datagram socket in a temp dir, read the way systemd reads it.
 
-mod common;
-
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::notify::Notify;
-use common::*;
+use crate::common::notify::Notify;
+use crate::common::*;
 
 fn events(path: &std::path::Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path)

@@ -3,13 +3,11 @@
 //! utterance's frames picked by the stream clock. Tests on the real TV clips need
 //! ../shared and skip with a message without it.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::*;
+use crate::common::*;
 use sarcasmd::config::Config;
 use sarcasmd::pipeline::{self, Engine, RunOptions};
 use sarcasmd::sinks::event::VecSink;

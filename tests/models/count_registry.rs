@@ -4,12 +4,10 @@
 //! output lacks, fails here. Each output is built by the code the daemon uses: a real
 //! `run_stream` for the summary and `Metrics::encode` for `/metrics`.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use sarcasmd::common::counts::{InMetrics, InSummary, GAUGES};
 use sarcasmd::pipeline::Counters;
 use sarcasmd::sinks::metrics::Metrics;

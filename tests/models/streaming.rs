@@ -2,11 +2,9 @@
 //! come out as with one-shot decoding, the decode made at the final pause becomes the
 //! transcript, and each view says when it was ready.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use sarcasmd::config::Config;
 use sarcasmd::pipeline::{run_stream, RunOptions, RunStats};
 use sarcasmd::sinks::event::VecSink;

@@ -11,7 +11,7 @@
 //! the test reads the bound port from their readiness, instead of guessing a free port
 //! and waiting for a connection to succeed.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
@@ -19,10 +19,12 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::daemon::{events, finals, hold_wav, http_port, meeting, Daemon, LINES_A, LINES_B};
-use common::mosquitto::{Broker, Subscriber};
-use common::webdriver::Browser;
-use common::*;
+use crate::common::daemon::{
+    events, finals, hold_wav, http_port, meeting, Daemon, LINES_A, LINES_B,
+};
+use crate::common::mosquitto::{Broker, Subscriber};
+use crate::common::webdriver::Browser;
+use crate::common::*;
 
 const TOKEN: &str = "test-token-0123456789";
 
@@ -308,7 +310,7 @@ print(json.dumps(fams))
         assert!(stages.iter().any(|x| x == s), "no {s} histogram");
     }
     // Every registered drop is in the real scrape, in the family and under the label
-    // value the registry gives it (tests/drop_registry.rs checks the other outputs).
+    // value the registry gives it (tests/models/drop_registry.rs checks the other outputs).
     for &r in sarcasmd::common::drops::DropReason::ALL {
         let f = r.family();
         let fam = format!("sarcasmd_{}", f.metric().unwrap_or(r.name()));
@@ -626,7 +628,7 @@ fn overlay_shows_live_captions_and_reconnects_after_a_daemon_restart() {
 /// A turn the sentence-end shortcut ended early and the speaker went on from: the page
 /// first shows the early line, then the revising event's line takes its place (one line
 /// for the turn, not the early words twice). Same audio construction as
-/// `tests/streaming.rs`, here through the daemon's SSE stream into the real overlay.
+/// `tests/models/streaming.rs`, here through the daemon's SSE stream into the real overlay.
 #[test]
 fn overlay_replaces_an_early_ended_line_with_its_revision() {
     let Some(browser) = Browser::start() else {
@@ -638,7 +640,7 @@ fn overlay_replaces_an_early_ended_line_with_its_revision() {
     let wav = d.path().join("turn.wav");
     write_wav_i16(&wav, &samples, RATE);
     // No interim decodes: the analyser is then free for the decode at the pause, as in
-    // `tests/streaming.rs` (an interim decode still running there delays it past the
+    // `tests/models/streaming.rs` (an interim decode still running there delays it past the
     // pause, and the turn ends once, late).
     let cfg = "[http]\nenabled = true\nbind = \"127.0.0.1:0\"\n\n[segment]\nhangover_ms = 900\n";
     let (daemon, ready) = hold_wav(d.path(), cfg, &wav, true, "rev");

@@ -3,11 +3,11 @@
 //! sentence, a timestamp short of the cut and the sentence again as a second segment
 //! ("Go to morning everyone, let's load! Go to morning everyone, let's load!").
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use sarcasmd::common::words::normalise_words;
 use sarcasmd::config::Config;
 use sarcasmd::sources::audio::WavSource;

@@ -10,13 +10,11 @@
 //! at the quarter leaders" 0.586 and "Thanks, the report is ready..." 0.519, above the
 //! mis-heard sarcastic "All great, another meeting at Kudaf bin on email." 0.513 (served,
 //! calibrated scores, fusion of 2026-11-27). The sample is never used to choose a head. Run them with
-//! `cargo test --release --test plain_lines -- --ignored`.
-
-mod common;
+//! `cargo test --release --test models plain_lines -- --ignored`.
 
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use sarcasmd::sinks::event::UtteranceEvent;
 use sarcasmd::sources::audio::WavSource;
 

@@ -1,13 +1,13 @@
 //! Faults a board meets in a room, and the privacy defaults: a full disk, an output
 //! directory that appears late, SIGKILL in the middle of a run, and what listens.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::daemon::{events, finals, meeting, Daemon, LINES_A};
-use common::notify::Notify;
+use crate::common::daemon::{events, finals, meeting, Daemon, LINES_A};
+use crate::common::notify::Notify;
 
 /// The service status while the events file cannot be written (`StatusWatch`).
 const EVENTS_FILE_FAILING: &str = "events file: cannot write";

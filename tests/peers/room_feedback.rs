@@ -10,7 +10,7 @@
 //! does to the score, not the shipped head's score. So far below the line's score, a
 //! mute needs more than its default 3 log-odds: the cap is raised to its maximum (10).
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 use std::io::Write;
@@ -20,9 +20,9 @@ use std::process::Command;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use common::daemon::{finals, http_port, http_request};
-use common::mosquitto::{Broker, Subscriber};
-use common::{parse_config, pipe, silence, speak, to_s16le, wait_until, READY_TIMEOUT};
+use crate::common::daemon::{finals, http_port, http_request};
+use crate::common::mosquitto::{Broker, Subscriber};
+use crate::common::{parse_config, pipe, silence, speak, to_s16le, wait_until, READY_TIMEOUT};
 use sarcasmd::config::SourceConfig;
 use sarcasmd::daemon::builder::{Daemon, DaemonHandle};
 use sarcasmd::pipeline::Engine;

@@ -2,11 +2,9 @@
 //! pipeline: present and well-formed on spoken English, null with an older heads dir
 //! that has no extras head, refused when trained on other text features.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use sarcasmd::config::Config;
 use sarcasmd::pipeline::{self, Engine, EngineError, RunOptions};
 use sarcasmd::sinks::event::VecSink;

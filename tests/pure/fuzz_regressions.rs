@@ -2,7 +2,7 @@
 //! through the same checks the fuzz targets run, in the normal suite: a fixed finding
 //! stays fixed even where cargo-fuzz is not installed. Needs nothing outside the repo.
 
-#[path = "../fuzz/checks.rs"]
+#[path = "../../fuzz/checks.rs"]
 mod checks;
 
 use std::path::Path;

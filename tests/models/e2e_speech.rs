@@ -1,11 +1,9 @@
 //! End-to-end behaviour on real (espeak-ng) speech, through the same pipeline as the
 //! daemon: words, timing, segmentation, chunking invariance, input formats.
 
-mod common;
-
 use std::io::Read;
 
-use common::*;
+use crate::common::*;
 use sarcasmd::sinks::event::UtteranceEvent;
 use sarcasmd::sources::audio::{PcmReaderSource, WavSource};
 

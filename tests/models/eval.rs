@@ -2,12 +2,12 @@
 //! Whisper) and text-only items with context and annotator labels. The scores it reports
 //! for a clip must be the ones `sarcasmd replay` serves for the same audio.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
 
-use common::{bin, silence, speak, write_wav_i16, RATE};
+use crate::common::{bin, silence, speak, write_wav_i16, RATE};
 use serde_json::Value;
 
 fn clip(dir: &Path, name: &str, text: &str) -> String {

@@ -1,7 +1,6 @@
 //! The MQTT sink against a real mosquitto on loopback (plain and mutual TLS).
 //! Needs `mosquitto`, `mosquitto-clients` and `openssl` (scripts/install-system-deps.sh);
 //! skips with a message when mosquitto is missing.
-mod common;
 
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -9,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::mosquitto::{free_port, Broker, Subscriber};
+use crate::common::mosquitto::{free_port, Broker, Subscriber};
 use sarcasmd::common::drops::DropReason;
 use sarcasmd::sinks::mqtt::{MqttConfig, MqttSink, MqttStats};
 

@@ -4,15 +4,13 @@
 //!
 //! Every file goes to a temporary directory or `CARGO_TARGET_TMPDIR`, never the source tree.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use common::webdriver::Browser;
-use common::{bin, silence, speak, write_wav_i16, RATE};
+use crate::common::webdriver::Browser;
+use crate::common::{bin, silence, speak, write_wav_i16, RATE};
 use sarcasmd::sinks::event::{GapEvent, LatencyMs, PartialEvent, ReadyMs, UtteranceEvent, Views};
 use serde_json::Value;
 

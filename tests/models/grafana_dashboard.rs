@@ -4,21 +4,19 @@
 //! it) after it has scored the bundled sample, and every label it groups by exists on
 //! that metric.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use common::daemon::http_port;
-use common::{hold, parse_config, pipe, read_wav_16k, to_s16le, wait_until};
+use crate::common::daemon::http_port;
+use crate::common::{hold, parse_config, pipe, read_wav_16k, to_s16le, wait_until};
 use sarcasmd::config::SourceConfig;
 use sarcasmd::daemon::builder::Daemon;
 use sarcasmd::sources::audio::PcmReaderSource;
 
-const DASHBOARD: &str = include_str!("../docs/grafana/sarcasmd.json");
+const DASHBOARD: &str = include_str!("../../docs/grafana/sarcasmd.json");
 
 /// Metric names (series names, as in the exposition) and their label names, from a
 /// daemon held in-process: its listener on port 0 (the bound port comes with its

@@ -4,13 +4,11 @@
 //! refused by kind and never read without bound. Each case is checked on `validate` and
 //! on `replay --config` (the start), with the same exit code and field.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{bin, wait_exit};
+use crate::common::{bin, wait_exit};
 
 fn validate(cfg: &Path) -> Output {
     Command::new(bin())
@@ -160,7 +158,7 @@ fn validate_refuses_what_the_start_would_refuse() {
         assert!(out.stdout.is_empty(), "replay, {what}: events were written");
     }
     // An events file in a missing directory: refused by validate; the start waits for
-    // the directory (a late mount; tests/faults.rs) instead of refusing.
+    // the directory (a late mount; tests/models/faults.rs) instead of refusing.
     let cfg = dir.join("late.toml");
     std::fs::write(
         &cfg,

@@ -4,8 +4,6 @@
 //! (`models/heads/heads.lock.json`). `validate` refuses what the start would; `eval`
 //! measures a head that is not pinned yet, with a warning, and refuses the rest alike.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -14,7 +12,7 @@ use prost::Message;
 use sarcasmd::views::fusion::DEFAULT_HEADS_DIR;
 use tract_onnx::prelude::Framework;
 
-use common::bin;
+use crate::common::bin;
 
 /// A copy of the shipped heads in a temp dir.
 fn heads_copy(dir: &Path) -> PathBuf {

@@ -11,6 +11,13 @@ Runs both binaries, one after the other, on the same inputs with the default con
 - `sarcasmd eval --json` over the speech manifests (`speech.jsonl`, House M.D.;
   `speech_cmpt419.jsonl`, the MUStARD++ clips with video), from
   `scripts/manifests.py`'s output dir.
+And with every output on (issue 50: the outputs and the room head changed shape): the
+sample as PCM on stdin with `[room]` (a correction made first with `sarcasmd
+feedback`, so the room head mutes a line), `[captions]`, `[http]` and, when mosquitto is
+installed, `[mqtt]` to a broker of its own: the events file, both caption files, every
+MQTT message (topic and payload; `final_stats` by its keys, its values are run times) and
+the `/metrics` rows (every series by name and labels; the values of the counts that do not
+depend on time), scraped once every event is out and before the input ends.
 
 Events are compared line by line as bytes after removing the fields that hold wall-clock
 time (`latency_ms`, `ready_ms`); eval reports item by item (transcript, every view's
@@ -21,9 +28,14 @@ one line per input and exits 1 if anything differs. Standard library only; needs
 import argparse
 import json
 import os
+import re
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -60,6 +72,132 @@ def eval_items(binary, manifest, limit, tmp):
     return items, rows
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what, cond, timeout=300):
+    t0 = time.time()
+    while not cond():
+        if time.time() - t0 > timeout:
+            sys.exit(f"not {what} within {timeout} s")
+        time.sleep(0.05)
+
+
+# /metrics rows whose values do not depend on time or on the machine: the counts of what
+# was scored and corrected (the rest are compared by name and labels only).
+STABLE_METRICS = re.compile(r"^sarcasmd_(events_total|sarcasm_flags_total|room_[a-z_]+|sink_errors_total|"
+                            r"utterances_total|dropped_[a-z_]+)")
+
+
+def metric_rows(text):
+    rows = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, _, value = line.rpartition(" ")
+        rows.append(f"{key} {value}" if STABLE_METRICS.match(key) else key)
+    return sorted(rows)
+
+
+def mqtt_messages(lines):
+    out = []
+    for line in lines:
+        topic, _, payload = line.partition(" ")
+        try:
+            v = json.loads(payload)
+        except json.JSONDecodeError:
+            out.append(f"{topic} {payload}")
+            continue
+        if isinstance(v, dict):
+            for k in WALL_CLOCK_EVENT_FIELDS:
+                v.pop(k, None)
+            if v.get("type") in ("final_stats", "stats"):
+                v = {"type": v["type"], "keys": sorted(v)}
+        out.append(f"{topic} {json.dumps(v, sort_keys=True)}")
+    return out
+
+
+def all_outputs(binary, pcm, tmp):
+    """The sample as PCM on stdin with every output on; what each output got."""
+    d = Path(tempfile.mkdtemp(dir=tmp))
+    # Two seconds of silence after the speech: the last line ends by the hangover, so the
+    # second run has every event out while its input is still open.
+    pcm = pcm + bytes(2 * 16000 * 2)
+    broker = sub = None
+    mqtt = ""
+    if shutil.which("mosquitto") or Path("/usr/sbin/mosquitto").exists():
+        mport = free_port()
+        (d / "mosquitto.conf").write_text(f"listener {mport} 127.0.0.1\nallow_anonymous true\n")
+        broker = subprocess.Popen([shutil.which("mosquitto") or "/usr/sbin/mosquitto", "-c", str(d / "mosquitto.conf")],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0)
+        mqtt = (f'[mqtt]\nenabled = true\nhost = "127.0.0.1"\nport = {mport}\ndevice_id = "same"\n'
+                f'ha_discovery = true\nstats_interval_s = 0\n')
+    hport = free_port()
+    events = d / "events.jsonl"
+    cfg = d / "all.toml"
+    cfg.write_text(f'[output]\nevents = "{events}"\n[captions]\nvtt = "{d}/live.vtt"\nsrt = "{d}/live.srt"\n'
+                   f'[http]\nenabled = true\nbind = "127.0.0.1:{hport}"\n'
+                   f'[room]\nenabled = true\nstore = "{d}/corrections.jsonl"\nkeep_transcripts = true\n{mqtt}')
+    try:
+        # A first run, and a correction of its first flagged line: the second run's room
+        # head mutes that line again.
+        p = subprocess.run([binary, "replay", "-", "--rate", "16000", "--config", str(cfg)], input=pcm,
+                           capture_output=True, timeout=900)
+        if p.returncode != 0:
+            sys.exit(f"{binary} replay (outputs, first run): exit {p.returncode}\n{p.stderr.decode()[-2000:]}")
+        first = [json.loads(l) for l in events.read_text().splitlines() if l.strip()]
+        flagged = [e["id"] for e in first if e.get("type") == "utterance" and e.get("sarcastic")]
+        if flagged:
+            (d / "labels.txt").write_text(f"{flagged[0]} not_sarcastic\n")
+            p = subprocess.run([binary, "feedback", "--config", str(cfg), "--events", str(events),
+                                "--labels", str(d / "labels.txt")], capture_output=True, timeout=600)
+            if p.returncode != 0:
+                sys.exit(f"{binary} feedback: exit {p.returncode}\n{p.stderr.decode()[-2000:]}")
+        n = sum(1 for e in first if e.get("type") == "utterance")
+        events.unlink()
+        for f in ("live.vtt", "live.srt"):
+            (d / f).unlink(missing_ok=True)
+        if broker:
+            sub = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", str(mport), "-v", "-t", "sarcasmd/#"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            time.sleep(0.5)
+        run = subprocess.Popen([binary, "replay", "-", "--rate", "16000", "--config", str(cfg)],
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        run.stdin.write(pcm)
+        run.stdin.flush()
+        # Every event out (and then the idle input): scrape before the input ends.
+        def utterances():
+            return sum(1 for l in (events.read_text().splitlines() if events.exists() else [])
+                       if '"type":"utterance"' in l)
+        wait_for(f"{n} events in {events}", lambda: utterances() >= n)
+        time.sleep(1.0)
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{hport}/metrics", timeout=30).read().decode()
+        run.stdin.close()
+        err = run.stderr.read().decode()
+        if run.wait(timeout=120) != 0:
+            sys.exit(f"{binary} replay (outputs): exit {run.returncode}\n{err[-2000:]}")
+        got = {
+            "events": [strip_event(l) for l in events.read_text().splitlines() if l.strip()],
+            "captions.vtt": (d / "live.vtt").read_text().splitlines(),
+            "captions.srt": (d / "live.srt").read_text().splitlines(),
+            "/metrics rows": metric_rows(metrics),
+        }
+        if sub:
+            time.sleep(2.0)
+            sub.terminate()
+            got["mqtt messages"] = mqtt_messages(sub.communicate(timeout=30)[0].splitlines())
+        return got
+    finally:
+        for p in (sub, broker):
+            if p and p.poll() is None:
+                p.terminate()
+                p.wait(timeout=30)
+
+
 def compare(name, old, new, noun="events"):
     if old == new:
         print(f"same     {name}: {len(old)} {noun}")
@@ -89,6 +227,11 @@ def main():
         ok &= compare("replay samples/meeting.wav", replay(a.old_bin, [str(SAMPLE)]), replay(a.new_bin, [str(SAMPLE)]))
         ok &= compare("replay - --rate 16000 (the sample as PCM)",
                       replay(a.old_bin, ["-", "--rate", "16000"], raw), replay(a.new_bin, ["-", "--rate", "16000"], raw))
+        old_all, new_all = all_outputs(a.old_bin, raw, tmp), all_outputs(a.new_bin, raw, tmp)
+        if "mqtt messages" not in old_all:
+            print("SKIP     all outputs: mqtt messages: mosquitto not installed (scripts/install-system-deps.sh --test)")
+        for k in old_all:
+            ok &= compare(f"all outputs: {k}", old_all[k], new_all.get(k, []), "lines")
         cmpt = a.manifests / "speech_cmpt419.jsonl"
         if cmpt.exists():
             first = json.loads(cmpt.read_text().splitlines()[0])

@@ -7,13 +7,16 @@
 //! line. Records carry a version (`v`) and unknown fields are ignored, so a later
 //! version's file reads here and this one's reads there. The file is bounded: past
 //! `room.max_corrections` it is rewritten with the newest ones (to a temporary file,
-//! synced, renamed over it), and what it dropped is counted. Writers (the daemon,
-//! `sarcasmd feedback`) take an advisory lock on `<store>.lock` and read what the other
-//! wrote before they write.
+//! synced, renamed over it), and what it dropped is counted. The bound applies on read
+//! too: a file holding more (replaced or edited by hand) is read a line at a time and
+//! only the newest corrections are kept, so memory does not grow with the file. Writers
+//! (the daemon, `sarcasmd feedback`) take an advisory lock on `<store>.lock` and read
+//! what the other wrote before they write; an event holds at most one correction in
+//! force, checked under that lock ([`CorrectionStore::add_once`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -28,6 +31,16 @@ pub const STORE_VERSION: u32 = 1;
 /// number carries exactly) is an edited or damaged line, skipped: counting on from it
 /// would leave no room, and at `u64::MAX` the next number overflows.
 pub const MAX_SEQ: u64 = 1 << 53;
+
+/// The longest line read: a correction is a few tens of KB at most (a 512-float
+/// embedding, prosody, a transcript); a longer line is skipped without being held, so a
+/// read keeps at most this much of the file in memory.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
+/// Two corrections' embeddings at least this close name the same line: the daemon's
+/// vector and the one `sarcasmd feedback` computes again from the transcript may differ
+/// in the last bits.
+const SAME_LINE_COSINE: f32 = 0.999;
 
 /// A float written as `null` (serde_json writes a NaN so) reads back as NaN: a record
 /// this version wrote always reads back.
@@ -77,6 +90,41 @@ pub struct Correction {
     pub transcript: Option<String>,
 }
 
+impl Correction {
+    /// Whether `other` corrects the same event: the same id, the same shipped score and
+    /// threshold to the bit, and the same line. Ids start again with each run; the scores
+    /// and the line tell one run's event 5 from another's (a repeat of the very line
+    /// with the very score is the same line for the room head anyway).
+    pub fn same_event(&self, other: &Correction) -> bool {
+        self.event_id == other.event_id
+            && self.p_shipped.to_bits() == other.p_shipped.to_bits()
+            && self.threshold.to_bits() == other.threshold.to_bits()
+            && same_line(&self.text_embedding, &other.text_embedding)
+    }
+}
+
+fn same_line(a: &[f32], b: &[f32]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let (na, nb) = (norm(a), norm(b));
+    if !(na > 0.0 && nb > 0.0 && na.is_finite() && nb.is_finite()) {
+        // No direction to compare (zero or NaN): only the very same numbers.
+        return a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+    }
+    a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>() / (na * nb) >= SAME_LINE_COSINE
+}
+
+/// What [`CorrectionStore::add_once`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Added {
+    /// Appended (its `seq` set).
+    Recorded(Correction),
+    /// The event already holds this label: the correction in force, nothing written.
+    Unchanged(Correction),
+}
+
 /// A correction taken back (`sarcasmd feedback --forget SEQ`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Forget {
@@ -102,27 +150,52 @@ impl Record {
     }
 }
 
-/// What a store file holds: the corrections in force (oldest first), the next record
-/// number, and how many lines were skipped (unreadable, from a newer version, or
-/// numbered outside 1..=MAX_SEQ).
+/// What a store file holds: the corrections in force (oldest first, at most the bound
+/// it was read with), the next record number, how many lines were skipped (unreadable,
+/// from a newer version, numbered outside 1..=MAX_SEQ, or longer than
+/// [`MAX_LINE_BYTES`]), and how many corrections past the bound were left out.
 #[derive(Debug, Default)]
 pub struct Parsed {
     pub live: Vec<Correction>,
     pub next_seq: u64,
     pub skipped_lines: u64,
+    /// Left out past the bound and numbered above the `counted_through` the read was
+    /// given (those at or below it were counted by an earlier read), and all left out.
+    pub dropped: u64,
+    pub dropped_all: u64,
+    /// The highest record number left out past the bound (0: none).
+    pub dropped_through: u64,
 }
 
-/// Reads a store file's bytes (a torn last line is the caller's to cut off first;
-/// here it is one more unreadable line). Never fails: what cannot be read is skipped
-/// with a warning naming `path` and the line.
-pub fn parse(bytes: &[u8], path: &Path) -> Parsed {
-    let mut p = Parsed {
-        next_seq: 1,
-        ..Default::default()
-    };
-    for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
+/// Reads a store file one line at a time, keeping at most `max` corrections in force:
+/// past it the oldest is left out, as a writer compacting at each append would have
+/// dropped it.
+struct Reader<'a> {
+    path: &'a Path,
+    max: usize,
+    counted_through: u64,
+    live: VecDeque<Correction>,
+    p: Parsed,
+}
+
+impl<'a> Reader<'a> {
+    fn new(path: &'a Path, max: usize, counted_through: u64) -> Self {
+        Reader {
+            path,
+            max,
+            counted_through,
+            live: VecDeque::new(),
+            p: Parsed {
+                next_seq: 1,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Line `n` (1-based), without its newline.
+    fn line(&mut self, n: u64, line: &[u8]) {
         if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
+            return;
         }
         let why = match serde_json::from_slice::<Record>(line) {
             Ok(r) if record_version(&r) > STORE_VERSION => format!(
@@ -133,15 +206,121 @@ pub fn parse(bytes: &[u8], path: &Path) -> Parsed {
                 format!("record number {} is outside 1..={MAX_SEQ}", r.seq())
             }
             Ok(r) => {
-                apply(&mut p.live, &mut p.next_seq, r);
-                continue;
+                self.apply(r);
+                return;
             }
             Err(e) => format!("unreadable: {e}"),
         };
-        log::warn!("room: {}:{}: {why}; line skipped", path.display(), n + 1);
-        p.skipped_lines += 1;
+        self.skip(n, &why);
     }
-    p
+
+    fn skip(&mut self, n: u64, why: &str) {
+        log::warn!("room: {}:{n}: {why}; line skipped", self.path.display());
+        self.p.skipped_lines += 1;
+    }
+
+    fn apply(&mut self, r: Record) {
+        // Records are numbered upwards: one above every number so far replaces nothing
+        // (the search is only for an edited file, and keeps a long file's read linear).
+        let new = r.seq() >= self.p.next_seq;
+        self.p.next_seq = self.p.next_seq.max(r.seq() + 1);
+        match r {
+            Record::Correction(c) => {
+                if !new {
+                    self.live.retain(|o| o.seq != c.seq);
+                }
+                self.live.push_back(c);
+                while self.live.len() > self.max {
+                    let old = self.live.pop_front().expect("over the bound");
+                    self.p.dropped_all += 1;
+                    if old.seq > self.counted_through {
+                        self.p.dropped += 1;
+                    }
+                    self.p.dropped_through = self.p.dropped_through.max(old.seq);
+                }
+            }
+            Record::Forget(f) => self.live.retain(|c| c.seq != f.forgets),
+        }
+    }
+
+    fn done(mut self) -> Parsed {
+        self.p.live = self.live.into();
+        self.p
+    }
+}
+
+/// Reads a store file's bytes (a torn last line is the caller's to cut off first;
+/// here it is one more unreadable line), without a bound. Never fails: what cannot be
+/// read is skipped with a warning naming `path` and the line.
+pub fn parse(bytes: &[u8], path: &Path) -> Parsed {
+    let mut r = Reader::new(path, usize::MAX, 0);
+    for (n, line) in bytes.split(|&b| b == b'\n').enumerate() {
+        r.line(n as u64 + 1, line);
+    }
+    r.done()
+}
+
+/// Reads `from` a line at a time with the bound `max` (see [`Reader`]); a line longer
+/// than [`MAX_LINE_BYTES`] is skipped without being held. Also the length up to the end
+/// of the last whole line: bytes after it are a torn line (a write cut short).
+fn read_bounded(
+    from: impl Read,
+    path: &Path,
+    max: usize,
+    counted_through: u64,
+) -> std::io::Result<(Parsed, u64)> {
+    let mut from = BufReader::with_capacity(64 * 1024, from);
+    let mut r = Reader::new(path, max, counted_through);
+    let (mut line, mut n, mut at, mut whole) = (Vec::new(), 0u64, 0u64, 0u64);
+    loop {
+        line.clear();
+        let got = (&mut from)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut line)?;
+        if got == 0 {
+            break;
+        }
+        at += got as u64;
+        if line.last() == Some(&b'\n') {
+            n += 1;
+            whole = at;
+            r.line(n, &line[..line.len() - 1]);
+        } else if line.len() > MAX_LINE_BYTES {
+            // Over-long: pass over the rest of it without keeping it.
+            let (skipped, ended) = skip_line(&mut from)?;
+            at += skipped;
+            if ended {
+                n += 1;
+                whole = at;
+                r.skip(n, &format!("longer than {MAX_LINE_BYTES} bytes"));
+            }
+        }
+        // Else the end of the file without a newline: the torn line, left to the caller.
+    }
+    Ok((r.done(), whole))
+}
+
+/// Reads up to and including the next newline, holding nothing: the bytes passed over,
+/// and whether a newline ended them.
+fn skip_line(from: &mut impl BufRead) -> std::io::Result<(u64, bool)> {
+    let mut passed = 0u64;
+    loop {
+        let buf = from.fill_buf()?;
+        if buf.is_empty() {
+            return Ok((passed, false));
+        }
+        match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                from.consume(i + 1);
+                return Ok((passed + i as u64 + 1, true));
+            }
+            None => {
+                let k = buf.len();
+                from.consume(k);
+                passed += k as u64;
+            }
+        }
+    }
 }
 
 fn apply(live: &mut Vec<Correction>, next_seq: &mut u64, r: Record) {
@@ -170,9 +349,16 @@ pub struct CorrectionStore {
     /// writer (`sarcasmd feedback` while the daemon runs) appends (length) or rewrites
     /// (a new inode), and either is noticed.
     seen: (u64, u64),
-    /// Lines skipped as torn or unreadable, and corrections dropped by compaction.
+    /// Lines skipped as torn or unreadable, and corrections dropped past the bound (by
+    /// compaction, or left out on read), each counted once.
     pub skipped_lines: u64,
     pub dropped: u64,
+    /// The highest record number dropped so far: a later read of the same file does not
+    /// count those again.
+    dropped_through: u64,
+    /// The file holds more corrections than the bound (the last read left some out): the
+    /// next append compacts it.
+    oversized: bool,
 }
 
 impl CorrectionStore {
@@ -190,6 +376,8 @@ impl CorrectionStore {
             seen: (0, 0),
             skipped_lines: 0,
             dropped: 0,
+            dropped_through: 0,
+            oversized: false,
         };
         s.read()?;
         Ok(s)
@@ -208,33 +396,59 @@ impl CorrectionStore {
         self.next_seq
     }
 
+    /// Reads the file a line at a time with the bound (never the whole file at once: a
+    /// replaced store may be far larger than the bound keeps).
     fn read(&mut self) -> Result<(), RoomError> {
-        let mut bytes = match std::fs::read(&self.path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        let (parsed, whole, len) = match File::open(&self.path) {
+            Ok(f) => {
+                let len = f.metadata().map_or(0, |m| m.len());
+                let (parsed, whole) = read_bounded(&f, &self.path, self.max, self.dropped_through)
+                    .map_err(RoomError::store("read", &self.path))?;
+                (parsed, whole, len)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                (Reader::new(&self.path, self.max, 0).done(), 0, 0)
+            }
             Err(e) => return Err(RoomError::store("read", &self.path)(e)),
         };
-        if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+        if len > whole {
             // A write cut short (power loss): drop the partial line so the next append
             // does not continue it.
-            let keep = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
             log::warn!(
                 "room: {}: the last line is torn ({} bytes, a write cut short); skipped",
                 self.path.display(),
-                bytes.len() - keep
+                len - whole
             );
             self.skipped_lines += 1;
             let f = OpenOptions::new()
                 .write(true)
                 .open(&self.path)
                 .map_err(RoomError::store("repair", &self.path))?;
-            f.set_len(keep as u64)
+            f.set_len(whole)
                 .and_then(|()| f.sync_all())
                 .map_err(RoomError::store("repair", &self.path))?;
-            bytes.truncate(keep);
         }
         self.seen = self.identity();
-        let parsed = parse(&bytes, &self.path);
+        if parsed.dropped_through > 0 {
+            log::warn!(
+                "room: {} holds more corrections than room.max_corrections ({}): the oldest are \
+                 not applied ({} newly left out, counted in sarcasmd_room_corrections_dropped_total); \
+                 the next correction rewrites the file with the newest",
+                self.path.display(),
+                self.max,
+                parsed.dropped
+            );
+        }
+        self.oversized = parsed.dropped_through > 0;
+        if parsed.next_seq <= self.dropped_through {
+            // Numbered again from below what was counted (the file was reset): nothing
+            // left out now was counted before.
+            self.dropped += parsed.dropped_all;
+            self.dropped_through = parsed.dropped_through;
+        } else {
+            self.dropped += parsed.dropped;
+            self.dropped_through = self.dropped_through.max(parsed.dropped_through);
+        }
         self.live = parsed.live;
         self.next_seq = parsed.next_seq;
         self.skipped_lines += parsed.skipped_lines;
@@ -285,13 +499,45 @@ impl CorrectionStore {
     }
 
     /// Appends a correction (its `seq` is set here), synced before it returns.
-    pub fn add(&mut self, mut c: Correction) -> Result<Correction, RoomError> {
+    pub fn add(&mut self, c: Correction) -> Result<Correction, RoomError> {
         let _lock = self.lock()?;
         self.refresh()?;
+        self.append_correction(c)
+    }
+
+    /// Appends `c` unless the store already holds a correction of its event, which
+    /// `held` picks out of those in force: the same label is [`Added::Unchanged`], the
+    /// other refused ([`RoomError::AlreadyCorrected`]). Checked and appended under the
+    /// writers' lock, after reading what another writer wrote (a forget or a reset
+    /// there frees the event), so two writers cannot both find the event free.
+    pub fn add_once(
+        &mut self,
+        c: Correction,
+        held: impl Fn(&Correction) -> bool,
+    ) -> Result<Added, RoomError> {
+        let _lock = self.lock()?;
+        self.refresh()?;
+        match self.live.iter().rev().find(|o| held(o)) {
+            Some(o) if o.label == c.label => Ok(Added::Unchanged(o.clone())),
+            Some(o) => Err(RoomError::AlreadyCorrected {
+                id: c.event_id,
+                label: o.label.as_str(),
+                seq: o.seq,
+            }),
+            None => self.append_correction(c).map(Added::Recorded),
+        }
+    }
+
+    /// The correction in force that `held` picks out (the newest), if any.
+    pub fn find(&self, held: impl Fn(&Correction) -> bool) -> Option<&Correction> {
+        self.live.iter().rev().find(|o| held(o))
+    }
+
+    fn append_correction(&mut self, mut c: Correction) -> Result<Correction, RoomError> {
         c.v = STORE_VERSION;
         c.seq = self.next_seq;
         self.append(Record::Correction(c.clone()))?;
-        if self.live.len() > self.max {
+        if self.live.len() > self.max || self.oversized {
             self.compact()?;
         }
         Ok(c)
@@ -320,6 +566,7 @@ impl CorrectionStore {
         let n = self.live.len();
         self.rewrite(&[])?;
         self.live.clear();
+        self.oversized = false;
         Ok(n)
     }
 
@@ -349,17 +596,24 @@ impl CorrectionStore {
         Ok(())
     }
 
-    /// Keeps the newest `max` corrections.
+    /// Keeps the newest `max` corrections (and writes a file that held more than the
+    /// bound, of which a read kept only the newest, down to them).
     fn compact(&mut self) -> Result<(), RoomError> {
         let over = self.live.len().saturating_sub(self.max);
         let keep: Vec<Correction> = self.live[over..].to_vec();
         self.rewrite(&keep)?;
-        log::warn!(
-            "room: {} holds more than room.max_corrections ({}): the {over} oldest dropped",
-            self.path.display(),
-            self.max
-        );
+        if over > 0 {
+            log::warn!(
+                "room: {} holds more than room.max_corrections ({}): the {over} oldest dropped",
+                self.path.display(),
+                self.max
+            );
+        }
+        if let Some(last) = self.live[..over].last() {
+            self.dropped_through = self.dropped_through.max(last.seq);
+        }
         self.dropped += over as u64;
+        self.oversized = false;
         self.live = keep;
         Ok(())
     }
@@ -534,6 +788,103 @@ mod tests {
             .unwrap()
             .corrections()
             .is_empty());
+    }
+
+    /// Issue 49 #12 (and #2, #3 beneath them): one correction per event in force,
+    /// checked against what another writer wrote, and freed when it is forgotten.
+    #[test]
+    fn add_once_keeps_one_correction_per_event() {
+        let (_d, p) = tmp();
+        let mut daemon = CorrectionStore::open(&p, 10).unwrap();
+        let mut cli = CorrectionStore::open(&p, 10).unwrap();
+        let c = correction(5, Label::NotSarcastic, &[1.0, 0.0]);
+        let same = |c: &Correction| {
+            let c = c.clone();
+            move |o: &Correction| o.same_event(&c)
+        };
+        let first = match cli.add_once(c.clone(), same(&c)).unwrap() {
+            Added::Recorded(c) => c,
+            other => panic!("{other:?}"),
+        };
+        // The daemon has not read the file since; the check reads it first.
+        assert_eq!(
+            daemon.add_once(c.clone(), same(&c)).unwrap(),
+            Added::Unchanged(first.clone())
+        );
+        let mut other = c.clone();
+        other.label = Label::Sarcastic;
+        assert!(matches!(
+            daemon.add_once(other.clone(), same(&other)),
+            Err(RoomError::AlreadyCorrected { id: 5, seq: 1, .. })
+        ));
+        // The same id from another run (another score, another line) is another event.
+        let mut later = other.clone();
+        later.p_shipped = 0.71;
+        later.text_embedding = vec![0.0, 1.0];
+        assert!(matches!(
+            daemon.add_once(later.clone(), same(&later)).unwrap(),
+            Added::Recorded(_)
+        ));
+        // The CLI's vector may differ from the daemon's in the last bits.
+        let mut near = c.clone();
+        near.text_embedding = vec![1.0, 1e-4];
+        assert!(c.same_event(&near));
+        cli.forget(first.seq).unwrap();
+        assert!(matches!(
+            daemon.add_once(other.clone(), same(&other)).unwrap(),
+            Added::Recorded(_)
+        ));
+        assert_eq!(
+            CorrectionStore::open(&p, 10).unwrap().corrections().len(),
+            2
+        );
+    }
+
+    /// Issue 49 #13: a store replaced with far more corrections than
+    /// `room.max_corrections` was held whole (and read whole into memory).
+    #[test]
+    fn the_bound_applies_on_read_and_each_drop_is_counted_once() {
+        let (_d, p) = tmp();
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        let mut text = String::new();
+        for seq in 1..=2_000 {
+            let mut c = correction(seq, Label::NotSarcastic, &[1.0, 0.5]);
+            c.seq = seq;
+            text.push_str(&serde_json::to_string(&Record::Correction(c)).unwrap());
+            text.push('\n');
+        }
+        std::fs::write(&p, &text).unwrap();
+        let mut s = CorrectionStore::open(&p, 50).unwrap();
+        let ids: Vec<u64> = s.corrections().iter().map(|c| c.event_id).collect();
+        assert_eq!(ids, (1_951..=2_000).collect::<Vec<u64>>(), "the newest 50");
+        assert_eq!((s.dropped, s.next_seq()), (1_950, 2_001));
+        // Another writer forgets one: the file is read again, the same drops not counted again.
+        let mut cli = CorrectionStore::open(&p, 50).unwrap();
+        cli.forget(2_000).unwrap();
+        assert!(s.refresh().unwrap());
+        assert_eq!((s.corrections().len(), s.dropped), (49, 1_950));
+        // The next correction writes the bound to the file.
+        s.add(correction(7, Label::Sarcastic, &[1.0])).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap().lines().count(), 50);
+        assert_eq!(s.dropped, 1_950);
+    }
+
+    /// A line longer than any correction (no newline in sight) is skipped without being
+    /// held: what a read keeps in memory does not grow with the file.
+    #[test]
+    fn an_overlong_line_is_skipped_without_being_held() {
+        let (_d, p) = tmp();
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        let mut c = correction(1, Label::NotSarcastic, &[1.0]);
+        c.seq = 1;
+        let good = serde_json::to_string(&Record::Correction(c)).unwrap();
+        let long = format!(
+            "{{\"kind\":\"correction\",\"x\":\"{}\"}}",
+            "a".repeat(3 << 20)
+        );
+        std::fs::write(&p, format!("{long}\n{good}\n")).unwrap();
+        let s = CorrectionStore::open(&p, 10).unwrap();
+        assert_eq!((s.corrections().len(), s.skipped_lines), (1, 1));
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub use config::RoomConfig;
 pub use error::RoomError;
 pub use head::{Adjusted, RoomHead};
 pub use recent::Seen;
-pub use store::{Correction, CorrectionStore};
+pub use store::{Added, Correction, CorrectionStore};
 
 use recent::RecentEvents;
 
@@ -224,38 +224,23 @@ impl Room {
         label: Label,
         source: &str,
     ) -> Result<Recorded, RoomError> {
-        // What the event was, taken out of the cache without holding it during the write.
-        let (id, c) = {
+        // One correction at a time, from the check that the event is free to the mark
+        // that it is not: two at once each found it free and both were stored (issue 49
+        // #2). The pipeline never waits on this lock; `recent`, which it takes, is held
+        // here only to look and to mark.
+        let mut store = self.store.lock_or_recover();
+        let (id, c, held, stream) = {
             let mut recent = self.recent.lock_or_recover();
             let id = match id {
                 Some(id) => id,
                 None => recent.last_flagged().ok_or(RoomError::NothingFlagged)?,
             };
-            let (kept, held) = (recent.cap(), recent.held());
+            let (kept, held, stream) = (recent.cap(), recent.held(), recent.stream());
             let h = recent
                 .get_mut(id)
                 .ok_or(RoomError::UnknownEvent { id, kept, held })?;
             if let Some(by) = h.revised_by {
                 return Err(RoomError::Revised { id, by });
-            }
-            match h.corrected {
-                Some((l, seq)) if l == label => {
-                    return Ok(Recorded {
-                        status: "unchanged",
-                        correction: seq,
-                        event: id,
-                        label,
-                        corrections: self.current().len(),
-                    })
-                }
-                Some((l, seq)) => {
-                    return Err(RoomError::AlreadyCorrected {
-                        id,
-                        label: l.as_str(),
-                        seq,
-                    })
-                }
-                None => {}
             }
             let e = h
                 .seen
@@ -276,17 +261,37 @@ impl Room {
                 models: h.seen.models.clone(),
                 transcript: h.seen.transcript.clone(),
             };
-            (id, c)
+            (id, c, h.corrected, stream)
         };
-        let (seq, corrections) = {
-            let mut store = self.store.lock_or_recover();
-            let c = store.add(c)?;
-            self.refit_changed(&store);
-            (c.seq, store.corrections().len())
+        // The event is taken only while the store holds the correction this daemon made
+        // of it: a forget or a reset, here or by `sarcasmd feedback`, frees it (issue 49
+        // #3), and a number used again after a reset names another event.
+        let probe = c.clone();
+        let added = store.add_once(c, |o| held == Some(o.seq) && o.same_event(&probe))?;
+        let c = match added {
+            Added::Unchanged(c) => {
+                return Ok(Recorded {
+                    status: "unchanged",
+                    correction: c.seq,
+                    event: id,
+                    label,
+                    corrections: self.current().len(),
+                })
+            }
+            Added::Recorded(c) => c,
         };
-        if let Some(h) = self.recent.lock_or_recover().get_mut(id) {
-            h.corrected = Some((label, seq));
+        self.refit_changed(&store);
+        let (seq, corrections) = (c.seq, store.corrections().len());
+        {
+            let mut recent = self.recent.lock_or_recover();
+            // Unless a new stream began meanwhile: its event of this id is another.
+            if recent.stream() == stream {
+                if let Some(h) = recent.get_mut(id) {
+                    h.corrected = Some(seq);
+                }
+            }
         }
+        drop(store);
         match label {
             Label::Sarcastic => &self.counts.sarcastic,
             Label::NotSarcastic => &self.counts.not_sarcastic,
@@ -495,6 +500,96 @@ mod tests {
         let (a, n) = r.apply(seen(3, &[1.0, 0.0], 0.8));
         assert_eq!((a.muted_by, a.p, n), (None, 0.8, 0));
         assert!(r.list().is_empty());
+    }
+
+    /// Issue 49 #2: the check that an event is not yet corrected and the append were
+    /// two steps, so simultaneous corrections of one event each passed the check.
+    #[test]
+    fn simultaneous_corrections_of_one_event_record_one() {
+        let d = tempfile::tempdir().unwrap();
+        let r = Arc::new(room(d.path()));
+        r.apply(seen(5, &[1.0, 0.0], 0.8));
+        r.apply(seen(6, &[0.0, 1.0], 0.8));
+        let go = Arc::new(std::sync::Barrier::new(32));
+        let threads: Vec<_> = (0..32)
+            .map(|i| {
+                let (r, go) = (r.clone(), go.clone());
+                std::thread::spawn(move || {
+                    // 16 on event 5, all "not sarcastic"; 16 on event 6, mixed labels.
+                    let (id, label) = match i % 4 {
+                        0 | 1 => (5, Label::NotSarcastic),
+                        2 => (6, Label::Sarcastic),
+                        _ => (6, Label::NotSarcastic),
+                    };
+                    go.wait();
+                    (id, label, r.correct(Some(id), label, "http"))
+                })
+            })
+            .collect();
+        let got: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        for id in [5, 6] {
+            let recorded: Vec<Label> = got
+                .iter()
+                .filter(|(i, _, r)| *i == id && r.as_ref().is_ok_and(|r| r.status == "recorded"))
+                .map(|(_, l, _)| *l)
+                .collect();
+            assert_eq!(recorded.len(), 1, "event {id}: {got:?}");
+            for (_, label, r) in got.iter().filter(|(i, _, _)| *i == id) {
+                match r {
+                    Ok(r) => assert_eq!(*label, recorded[0], "{r:?}"),
+                    Err(e) => assert_eq!(
+                        (*label != recorded[0], e.reason()),
+                        (true, "already_corrected")
+                    ),
+                }
+            }
+        }
+        let held: Vec<u64> = r.list().iter().map(|c| c.event).collect();
+        assert_eq!(held, [5, 6], "one correction per event in the store");
+        assert_eq!(r.stats().refused.get("already_corrected"), Some(&8));
+    }
+
+    /// Issue 49 #3: a forgotten correction, or the store reset by `sarcasmd feedback
+    /// --reset` while the daemon runs, left the event marked as corrected.
+    #[test]
+    fn a_forgotten_or_reset_correction_lets_its_event_be_corrected_again() {
+        let d = tempfile::tempdir().unwrap();
+        let r = room(d.path());
+        r.apply(seen(1, &[1.0, 0.0], 0.8));
+        r.apply(seen(2, &[0.0, 1.0], 0.8));
+        assert_eq!(
+            r.correct(Some(1), Label::NotSarcastic, "http")
+                .unwrap()
+                .correction,
+            1
+        );
+        r.forget(1).unwrap();
+        // The other label too: the event holds no correction now.
+        let again = r.correct(Some(1), Label::Sarcastic, "http").unwrap();
+        assert_eq!((again.status, again.correction), ("recorded", 3));
+
+        // Another writer resets the store (the CLI while the daemon runs).
+        let mut cli = CorrectionStore::open(&d.path().join("c.jsonl"), 10).unwrap();
+        assert_eq!(cli.reset().unwrap(), 1);
+        let again = r.correct(Some(1), Label::Sarcastic, "http").unwrap();
+        assert_eq!(again.status, "recorded", "{again:?}");
+        // ... or forgets this one; the daemon has not picked it up yet.
+        cli.forget(again.correction).unwrap();
+        let again = r.correct(Some(1), Label::NotSarcastic, "http").unwrap();
+        assert_eq!(again.status, "recorded", "{again:?}");
+        // And the one in force still decides.
+        assert_eq!(
+            r.correct(Some(1), Label::NotSarcastic, "http")
+                .unwrap()
+                .status,
+            "unchanged"
+        );
+        let e = r.correct(Some(1), Label::Sarcastic, "http").unwrap_err();
+        assert!(
+            matches!(e, RoomError::AlreadyCorrected { seq, .. } if seq == again.correction),
+            "{e}"
+        );
+        assert_eq!(r.list().len(), 1);
     }
 
     #[test]

@@ -2,8 +2,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::common::feedback::Label;
-
 /// What the daemon keeps of one event until it is corrected or falls out.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Seen {
@@ -24,13 +22,18 @@ pub struct Seen {
 pub(super) struct Held {
     pub(super) seen: Seen,
     pub(super) revised_by: Option<u64>,
-    pub(super) corrected: Option<(Label, u64)>,
+    /// The correction this daemon made of it (its `seq`). Whether it is still in force
+    /// is the store's to say: it may have been forgotten or reset since.
+    pub(super) corrected: Option<u64>,
 }
 
 #[derive(Debug)]
 pub(super) struct RecentEvents {
     cap: usize,
     q: VecDeque<Held>,
+    /// Counts the streams: ids start again with each, so a correction that began in one
+    /// must not mark the next one's event of the same id.
+    stream: u64,
 }
 
 impl RecentEvents {
@@ -38,6 +41,7 @@ impl RecentEvents {
         Self {
             cap,
             q: VecDeque::new(),
+            stream: 0,
         }
     }
 
@@ -47,6 +51,11 @@ impl RecentEvents {
 
     pub(super) fn clear(&mut self) {
         self.q.clear();
+        self.stream += 1;
+    }
+
+    pub(super) fn stream(&self) -> u64 {
+        self.stream
     }
 
     pub(super) fn push(&mut self, seen: Seen) {

@@ -517,7 +517,7 @@ impl CorrectionStore {
     ) -> Result<Added, RoomError> {
         let _lock = self.lock()?;
         self.refresh()?;
-        match self.live.iter().rev().find(|o| held(o)) {
+        match self.find(held) {
             Some(o) if o.label == c.label => Ok(Added::Unchanged(o.clone())),
             Some(o) => Err(RoomError::AlreadyCorrected {
                 id: c.event_id,
